@@ -1,0 +1,119 @@
+"""Build any Shap-E model from its config (a dict or a YAML file), through one explicit table.
+
+Configs are the constructor keyword arguments of the official release (`shap_e/configs/*.yaml`);
+`model_from_config(config, device)` keeps the official import path and signature.
+"""
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Union
+
+import torch
+import torch.nn as nn
+import yaml
+
+ConfigLike = Union[Mapping[str, Any], str, Path]
+
+
+def read_config(config: ConfigLike) -> Dict[str, Any]:
+    """A config dict, or the dict in a YAML file."""
+    if isinstance(config, (str, Path)):
+        path = Path(config)
+        if not path.is_file():
+            raise ValueError(f"config={str(config)!r} is not a file; pass a config dict or a YAML path")
+        with open(path) as f:
+            config = yaml.safe_load(f)
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a mapping with a 'name' key, got {type(config).__name__}")
+    return dict(config)
+
+
+def check_keys(config: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """Raise a ValueError naming the unknown keys of `config` and listing the valid ones."""
+    allowed = set(allowed)
+    unknown = sorted(set(config) - allowed)
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in the {where} config; valid keys: {sorted(allowed)}")
+
+
+def resolve_device(device: Optional[Union[str, torch.device]]) -> Optional[torch.device]:
+    """Validate a device argument early, with a message that says what would work."""
+    if device is None or isinstance(device, torch.device):
+        return device
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(
+            f"device={device!r} is not a valid device; use 'cpu', 'cuda', 'cuda:0' or 'mps'"
+        ) from e
+
+
+def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
+    from shap_e.models.generation import (
+        ImageGridConditionedTransformer,
+        SplitVectorDiffusion,
+        TextConditionedTransformer,
+    )
+
+    check_keys(config, {"name", "d_latent", "latent_ctx", "inner"}, "SplitVectorDiffusion")
+    inner = dict(config["inner"])
+    inner_classes = {
+        "CLIPImagePointDiffusionTransformer": TextConditionedTransformer,
+        "CLIPImageGridPointDiffusionTransformer": ImageGridConditionedTransformer,
+    }
+    inner_name = inner.pop("name", None)
+    if inner_name not in inner_classes:
+        raise ValueError(f"unknown inner model name {inner_name!r}; valid names: {sorted(inner_classes)}")
+    allowed = {
+        "width", "layers", "heads", "init_scale", "time_token_cond", "use_pos_emb",
+        "pos_emb_init_scale", "cond_drop_prob",
+    }
+    if inner_name == "CLIPImagePointDiffusionTransformer":
+        allowed.add("token_cond")
+    check_keys(inner, allowed, inner_name)
+    d_latent, latent_ctx = config["d_latent"], config["latent_ctx"]
+    if d_latent % latent_ctx:
+        raise ValueError(f"d_latent={d_latent} must be a multiple of latent_ctx={latent_ctx}")
+    channels = d_latent // latent_ctx
+    wrapped = inner_classes[inner_name](
+        input_channels=channels, output_channels=2 * channels, n_ctx=latent_ctx, device=device, **inner
+    )
+    return SplitVectorDiffusion(wrapped=wrapped, d_latent=d_latent, latent_ctx=latent_ctx)
+
+
+def _transmitter(config: Dict[str, Any], device) -> nn.Module:
+    from shap_e.models.transmitter.models import build_transmitter
+
+    return build_transmitter(config, device=device)
+
+
+def _channels_decoder(config: Dict[str, Any], device) -> nn.Module:
+    from shap_e.models.transmitter.models import build_channels_decoder
+
+    return build_channels_decoder(config, device=device)
+
+
+def _renderer(config: Dict[str, Any], device) -> nn.Module:
+    from shap_e.models.renderer import build_renderer
+
+    return build_renderer(config, device=device)
+
+
+MODEL_BUILDERS: Dict[str, Callable[[Dict[str, Any], Any], nn.Module]] = {
+    "SplitVectorDiffusion": _split_vector_diffusion,
+    "Transmitter": _transmitter,
+    "ChannelsDecoder": _channels_decoder,
+    "NeRSTFRenderer": _renderer,
+}
+
+
+def model_from_config(config: ConfigLike, device: Optional[Union[str, torch.device]] = None) -> nn.Module:
+    """Build the model a config describes, with freshly initialised weights.
+
+    :param config: a config dict (the release YAML's content) or a path to a YAML file.
+    :param device: where to allocate; `"meta"` builds the structure without memory.
+    """
+    config = read_config(config)
+    device = resolve_device(device)
+    name = config.get("name")
+    if name not in MODEL_BUILDERS:
+        raise ValueError(f"unknown model name {name!r}; valid names: {sorted(MODEL_BUILDERS)}")
+    return MODEL_BUILDERS[name](config, device)

@@ -1,0 +1,187 @@
+"""Latent diffusion transformers: text- and image-grid-conditioned (SPEC §2.1, §2.4-2.7).
+
+A latent of `d_latent = n_ctx * channels` numbers is read token-major (element `n * channels + c`
+is channel `c` of token `n`), projected to `width`, prefixed with conditioning tokens and run
+through a pre-LN transformer. The output has `2 * channels` per token: the x0 prediction and the
+learned-range variance value.
+"""
+import math
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+
+from shap_e.models.posenc import timestep_embedding
+from shap_e.models.transformer import MLP, Transformer, is_meta
+
+CLIP_TEXT_WIDTH = 768
+CLIP_GRID_CHANNELS = 1024
+CLIP_GRID_TOKENS = 256
+
+
+class PointDiffusionTransformer(nn.Module):
+    """The shared trunk; subclasses add a conditioning projection `clip_embed`."""
+
+    def __init__(
+        self,
+        *,
+        input_channels: int,
+        output_channels: int,
+        n_ctx: int,
+        width: int = 512,
+        layers: int = 12,
+        heads: int = 8,
+        init_scale: float = 0.25,
+        time_token_cond: bool = False,
+        use_pos_emb: bool = False,
+        pos_emb_init_scale: float = 1.0,
+        cond_drop_prob: float = 0.0,
+        device=None,
+    ):
+        super().__init__()
+        self.input_channels = input_channels
+        self.output_channels = output_channels
+        self.n_ctx = n_ctx
+        self.width = width
+        self.time_token_cond = time_token_cond
+        self.cond_drop_prob = cond_drop_prob
+        if use_pos_emb:
+            self.pos_emb = nn.Parameter(torch.empty(n_ctx, width, device=device))
+            if not is_meta(device):
+                nn.init.normal_(self.pos_emb, std=pos_emb_init_scale)
+        else:
+            self.pos_emb = None
+        self.time_embed = MLP(width, init_scale, device=device)
+        self.ln_pre = nn.LayerNorm(width, device=device)
+        self.backbone = Transformer(width, layers, heads, init_scale, device=device)
+        self.ln_post = nn.LayerNorm(width, device=device)
+        self.input_proj = nn.Linear(input_channels, width, device=device)
+        self.output_proj = nn.Linear(width, output_channels, device=device)
+        if not is_meta(device):
+            nn.init.zeros_(self.output_proj.weight)
+            nn.init.zeros_(self.output_proj.bias)
+
+    def embed_time(self, t: torch.Tensor) -> torch.Tensor:
+        """`[batch]` (integer or fractional) timesteps -> `[batch, width]`."""
+        return self.time_embed(timestep_embedding(t, self.width).to(self.input_proj.weight.dtype))
+
+    def drop_conditioning(self, cond: torch.Tensor) -> torch.Tensor:
+        """Classifier-free-guidance dropout: in training, zero each row with `cond_drop_prob`."""
+        if not self.training or self.cond_drop_prob <= 0:
+            return cond
+        keep = torch.rand(cond.shape[0], device=cond.device) >= self.cond_drop_prob
+        return cond * keep.view(-1, *([1] * (cond.dim() - 1))).to(cond.dtype)
+
+    def forward_with_cond(self, x: torch.Tensor, conds: List[Tuple[torch.Tensor, bool]]) -> torch.Tensor:
+        """Run the trunk (SPEC §2.4).
+
+        :param x: `[batch, channels, n_ctx]` latent tokens (channel-major).
+        :param conds: `(embedding, as_token)` pairs; `[batch, width]` or `[batch, k, width]`.
+            Non-token conditionings are added to every latent token, token ones are prepended.
+        :return: `[batch, output_channels, n_ctx]`.
+        """
+        h = self.input_proj(x.permute(0, 2, 1))
+        for emb, as_token in conds:
+            if not as_token:
+                h = h + emb[:, None]
+        if self.pos_emb is not None:
+            h = h + self.pos_emb.to(h.dtype)
+        tokens = [emb[:, None] if emb.dim() == 2 else emb for emb, as_token in conds if as_token]
+        if tokens:
+            h = torch.cat([*[tok.to(h.dtype) for tok in tokens], h], dim=1)
+        h = self.ln_post(self.backbone(self.ln_pre(h)))
+        h = h[:, h.shape[1] - self.n_ctx :]
+        return self.output_proj(h).permute(0, 2, 1)
+
+
+class TextConditionedTransformer(PointDiffusionTransformer):
+    """text300M's trunk: one CLIP text/image embedding `[batch, 768]` (SPEC §2.5)."""
+
+    conditioning = "text"
+
+    def __init__(self, *, token_cond: bool = False, device=None, **kwargs):
+        super().__init__(device=device, **kwargs)
+        self.token_cond = token_cond
+        self.clip_embed = nn.Linear(CLIP_TEXT_WIDTH, self.width, device=device)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, embeddings: Optional[torch.Tensor] = None):
+        """`[batch, channels, n_ctx]`, `[batch]`, `[batch, 768]` (None: zeros) -> `[batch, 2 channels, n_ctx]`."""
+        if embeddings is None:
+            embeddings = torch.zeros(x.shape[0], CLIP_TEXT_WIDTH, device=x.device)
+        clip_out = self.drop_conditioning(embeddings.to(device=x.device, dtype=torch.float32))
+        clip_embed = self.clip_embed(math.sqrt(CLIP_TEXT_WIDTH) * clip_out.to(self.clip_embed.weight.dtype))
+        conds = [(clip_embed, self.token_cond), (self.embed_time(t), self.time_token_cond)]
+        return self.forward_with_cond(x, conds)
+
+
+class ImageGridConditionedTransformer(PointDiffusionTransformer):
+    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens (SPEC §2.6)."""
+
+    conditioning = "image_grid"
+
+    def __init__(self, *, device=None, **kwargs):
+        super().__init__(device=device, **kwargs)
+        self.clip_embed = nn.Sequential(
+            nn.LayerNorm(CLIP_GRID_CHANNELS, device=device),
+            nn.Linear(CLIP_GRID_CHANNELS, self.width, device=device),
+        )
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, embeddings: Optional[torch.Tensor] = None):
+        """`[batch, channels, n_ctx]`, `[batch]`, `[batch, 1024, 256]` -> `[batch, 2 channels, n_ctx]`."""
+        if embeddings is None:
+            embeddings = torch.zeros(x.shape[0], CLIP_GRID_CHANNELS, CLIP_GRID_TOKENS, device=x.device)
+        grid = self.drop_conditioning(embeddings.to(device=x.device, dtype=torch.float32))
+        grid = self.clip_embed(grid.permute(0, 2, 1).to(self.input_proj.weight.dtype))
+        conds = [(self.embed_time(t), self.time_token_cond), (grid, True)]
+        return self.forward_with_cond(x, conds)
+
+
+class SplitVectorDiffusion(nn.Module):
+    """Wraps a trunk so that it reads and writes flat latent vectors (SPEC §2.1).
+
+    `forward(x [batch, d_latent], t [batch], embeddings=...) -> [batch, 2 * d_latent]` =
+    `[x0 prediction | variance values]`, each token-major.
+    """
+
+    def __init__(self, *, wrapped: PointDiffusionTransformer, d_latent: int, latent_ctx: int):
+        super().__init__()
+        self.d_latent = d_latent
+        self.n_ctx = latent_ctx
+        self.wrapped = wrapped
+        self._clip = None
+
+    @property
+    def conditioning(self) -> str:
+        """"text" (one CLIP embedding per sample) or "image_grid" (a CLIP patch grid)."""
+        return self.wrapped.conditioning
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        batch = x.shape[0]
+        h = x.reshape(batch, self.n_ctx, -1).permute(0, 2, 1)
+        h = self.wrapped(h, t, **kwargs)
+        mean, var = h.chunk(2, dim=1)
+        return torch.cat([mean.permute(0, 2, 1).flatten(1), var.permute(0, 2, 1).flatten(1)], dim=1)
+
+    def set_clip(self, clip) -> None:
+        """Use this CLIP (a `shap_e.models.clip.FrozenCLIP`) for `texts=`/`images=` conditioning."""
+        self._clip = clip
+
+    def cached_model_kwargs(self, batch_size: int, model_kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        """Turn `texts=`/`images=`/`embeddings=` into `{"embeddings": tensor}` once, before sampling.
+
+        CLIP is loaded only when texts or images are given; missing entries become zeros.
+        """
+        from shap_e.models.clip import FrozenCLIP, conditioning_embeddings
+
+        if self._clip is None and any(model_kwargs.get(k) is not None for k in ("texts", "images")):
+            self._clip = FrozenCLIP.from_pretrained()
+        kind = "text" if self.conditioning == "text" else "image_grid"
+        emb = conditioning_embeddings(
+            kind,
+            batch_size,
+            texts=model_kwargs.get("texts"),
+            images=model_kwargs.get("images"),
+            embeddings=model_kwargs.get("embeddings"),
+            clip=self._clip,
+        )
+        return {"embeddings": emb}

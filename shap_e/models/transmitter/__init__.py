@@ -1,0 +1,1 @@
+"""The transmitter: an encoder from 3D assets to latents, and the latent -> NeRSTF weights projection."""
