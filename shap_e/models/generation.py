@@ -183,5 +183,6 @@ class SplitVectorDiffusion(nn.Module):
             images=model_kwargs.get("images"),
             embeddings=model_kwargs.get("embeddings"),
             clip=self._clip,
+            device=self.wrapped.input_proj.weight.device,
         )
         return {"embeddings": emb}

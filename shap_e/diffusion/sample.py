@@ -1,0 +1,207 @@
+"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (SPEC §3.8-3.9)."""
+import inspect
+import warnings
+from typing import Any, Callable, Dict, Optional
+
+import torch
+
+from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
+from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, karras_sigmas
+from shap_e.diffusion.noise import GeneratorArg, check_generator, randn
+
+__all__ = ["sample_latents"]
+
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def sample_latents(
+    batch_size: int,
+    model: torch.nn.Module,
+    diffusion: GaussianDiffusion,
+    model_kwargs: Optional[Dict[str, Any]],
+    guidance_scale: float,
+    clip_denoised: bool,
+    use_fp16: bool,
+    use_karras: bool,
+    karras_steps: int,
+    sigma_min: float,
+    sigma_max: float,
+    s_churn: float,
+    device: Optional[torch.device] = None,
+    progress: bool = False,
+    *,
+    sampler: str = "heun",
+    generator: GeneratorArg = None,
+    init_latent: Optional[torch.Tensor] = None,
+    strength: Optional[float] = None,
+    dtype: Optional[torch.dtype] = None,
+    legacy_guidance: bool = False,
+) -> torch.Tensor:
+    """Sample `[batch_size, model.d_latent]` float32 latents.
+
+    Positional arguments follow the official API. Guidance runs when `guidance_scale` is not 0
+    or 1 (0 behaves like 1, as in the reference). Extras:
+
+    * `sampler`: `heun` (reference), `euler`, `euler_ancestral` or `dpmpp_2m` (Karras path).
+    * `generator`: `None` (global RNG, reference draw order), a `torch.Generator`, or one
+      generator per sample (sample i then matches the same seed sampled alone).
+    * `init_latent` `[batch, d_latent]` + `strength` in (0, 1]: SDEdit; start at sigma index
+      `int((1 - strength) * karras_steps)` from `init_latent + sigma * noise`.
+    * `dtype`: autocast dtype of the model (float32, bfloat16, float16); `use_fp16=True` means
+      float16, or bfloat16 on CPU. The sampler arithmetic always stays float32.
+    * `legacy_guidance`: non-Karras path only; reproduce the reference's quirk (guidance on the
+      first 3 output entries, a `2 * batch_size`-row result).
+    """
+    model_kwargs = dict(model_kwargs or {})
+    guided = guidance_scale not in (0.0, 1.0)
+    _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps, s_churn, sampler,
+              generator, init_latent, strength, legacy_guidance)
+    if device is None:
+        device = _model_device(model)
+    device = torch.device(device)
+    compute_dtype = _resolve_dtype(dtype, use_fp16, device)
+    with torch.inference_mode():
+        if hasattr(model, "cached_model_kwargs"):
+            model_kwargs = model.cached_model_kwargs(batch_size, model_kwargs)
+        if guided:
+            # Conditional rows first, then the unconditional (all-zero) rows.
+            model_kwargs = {k: torch.cat([v, torch.zeros_like(v)]) for k, v in model_kwargs.items()}
+        model_fn = _autocast(model, device, compute_dtype)
+        shape = (batch_size, model.d_latent)
+        if not use_karras:
+            return _ddpm(model_fn, diffusion, shape, model_kwargs, guidance_scale if guided else None,
+                         clip_denoised, device, progress, generator, legacy_guidance)
+        sigmas = karras_sigmas(karras_steps, sigma_min, sigma_max, device=device)
+        if init_latent is None:
+            x = randn(shape, generator, device=device) * sigma_max
+        else:
+            sigmas = sigmas[int((1 - strength) * karras_steps):]
+            init = init_latent.to(device=device, dtype=torch.float32).expand(*shape)
+            x = init + randn(shape, generator, device=device) * sigmas[0]
+        denoiser = KarrasDenoiser(model_fn, diffusion, clip_denoised, model_kwargs)
+        if guided:
+            denoiser = guided_denoiser(denoiser, guidance_scale)
+        options = {"s_churn": s_churn} if s_churn else {}
+        x = SAMPLERS[sampler](denoiser, x, sigmas, generator=generator, progress=progress, **options)
+        return diffusion.unscale_channels(x)
+
+
+def _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps, s_churn, sampler,
+              generator, init_latent, strength, legacy_guidance) -> None:
+    """Every argument check, before any model evaluation."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler={sampler!r} is unknown; use one of {sorted(SAMPLERS)}")
+    if not hasattr(model, "d_latent"):
+        raise ValueError("model has no d_latent attribute; pass a latent diffusion model")
+    if use_karras and karras_steps < 2:
+        raise ValueError(f"karras_steps must be >= 2, got {karras_steps}")
+    if guided and not (hasattr(model, "conditioning") or hasattr(model, "cached_model_kwargs")):
+        raise ValueError("guidance_scale != 1 needs a conditional model; use guidance_scale=1.0")
+    if guided and not model_kwargs:
+        raise ValueError("guidance_scale != 1 needs model_kwargs (texts=, images= or embeddings=)")
+    for key, value in model_kwargs.items():
+        if value is not None and len(value) != batch_size:
+            raise ValueError(
+                f"model_kwargs[{key!r}] has {len(value)} entries but batch_size is {batch_size}"
+            )
+    if s_churn and "s_churn" not in inspect.signature(SAMPLERS[sampler]).parameters:
+        raise ValueError(f"sampler {sampler!r} does not churn; use s_churn=0 or sampler='heun'")
+    if legacy_guidance and use_karras:
+        raise ValueError("legacy_guidance only applies to use_karras=False")
+    _validate_init(init_latent, strength, use_karras, batch_size, model.d_latent)
+    rows = 2 * batch_size if (legacy_guidance and guided and not use_karras) else batch_size
+    check_generator(generator, rows)
+
+
+def _validate_init(init_latent, strength, use_karras, batch_size, d_latent) -> None:
+    if init_latent is None:
+        if strength is not None:
+            raise ValueError("strength is only used with init_latent; pass both or neither")
+        return
+    if not use_karras:
+        raise ValueError("init_latent (SDEdit) needs use_karras=True")
+    if strength is None or not 0.0 < strength <= 1.0:
+        raise ValueError(f"strength must be in (0, 1] with init_latent, got {strength!r}")
+    if init_latent.shape[-1] != d_latent or init_latent.ndim > 2 or (
+        init_latent.ndim == 2 and init_latent.shape[0] not in (1, batch_size)
+    ):
+        raise ValueError(
+            f"init_latent must be [{batch_size}, {d_latent}] (or [1, {d_latent}] / [{d_latent}]), "
+            f"got {list(init_latent.shape)}"
+        )
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    params = getattr(model, "parameters", None)
+    first = next(iter(params()), None) if callable(params) else None
+    return first.device if first is not None else torch.device("cpu")
+
+
+def _resolve_dtype(dtype: Optional[torch.dtype], use_fp16: bool, device: torch.device) -> torch.dtype:
+    if dtype is not None:
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype={dtype} is unsupported; use one of {list(_DTYPES)}")
+        return dtype
+    if not use_fp16:
+        return torch.float32
+    if device.type == "cpu":
+        warnings.warn("use_fp16=True on CPU: running the model in bfloat16 instead", stacklevel=3)
+        return torch.bfloat16
+    return torch.float16
+
+
+def _autocast(model: Callable[..., torch.Tensor], device: torch.device, dtype: torch.dtype):
+    """The model under autocast, its output cast back to float32 for the sampler arithmetic."""
+    if dtype == torch.float32:
+        return model
+
+    def run(x: torch.Tensor, t: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        with torch.autocast(device.type, dtype=dtype):
+            out = model(x, t, **kwargs)
+        return out.float()
+
+    return run
+
+
+def _ddpm(model_fn, diffusion, shape, model_kwargs, guidance_scale, clip_denoised, device, progress,
+          generator, legacy_guidance) -> torch.Tensor:
+    """Ancestral DDPM sampling over every timestep of `diffusion` (non-Karras path)."""
+    if guidance_scale is not None:
+        if legacy_guidance:
+            model_fn = _legacy_guided_model(model_fn, guidance_scale)
+            shape = (2 * shape[0], shape[1])
+        else:
+            model_fn = _guided_model(model_fn, guidance_scale)
+    return diffusion.p_sample_loop(model_fn, shape, clip_denoised=clip_denoised,
+                                   model_kwargs=model_kwargs, device=device, progress=progress,
+                                   generator=generator)
+
+
+def _guided_model(model_fn, scale: float):
+    """CFG on the whole mean part (all d channels); the variance part comes from the cond rows."""
+
+    def run(x: torch.Tensor, t: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        out = model_fn(torch.cat([x, x]), torch.cat([t, t]), **kwargs)
+        cond, uncond = torch.split(out, len(x), dim=0)
+        d = x.shape[1]
+        mean = uncond[:, :d] + scale * (cond[:, :d] - uncond[:, :d])
+        return torch.cat([mean, cond[:, d:]], dim=1)
+
+    return run
+
+
+def _legacy_guided_model(model_fn, scale: float):
+    """The reference's Point-E leftover: x has 2B rows, the first B are evaluated twice and only
+    output entries 0..2 are guided; both halves keep their own remaining entries."""
+
+    def run(x: torch.Tensor, t: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        half = x[: len(x) // 2]
+        out = model_fn(torch.cat([half, half]), t, **kwargs)
+        head, rest = out[:, :3], out[:, 3:]
+        cond, uncond = torch.chunk(head, 2, dim=0)
+        guided = uncond + scale * (cond - uncond)
+        return torch.cat([torch.cat([guided, guided]), rest], dim=1)
+
+    return run

@@ -1,0 +1,129 @@
+"""Registry of downloadable models: name -> shipped config, weights URL and sha256.
+
+The URLs and hashes are those of the official Shap-E release; the configs ship inside the package
+(`shap_e/configs/`), so only weights ever need a download. Further models (for example small
+bundled ones) are added with `register_model`.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional
+
+__all__ = ["ModelSpec", "MODELS", "CONFIG_DIR", "get_spec", "register_model", "config_path"]
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+_BASE_URL = "https://openaipublic.azureedge.net/main/shap-e"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where a model's config and weights come from.
+
+    :param name: registry key, e.g. ``"text300M"``.
+    :param config_file: YAML file name inside ``shap_e/configs/``, or an absolute path.
+    :param url: weights URL; ``None`` for config-only entries (``"diffusion"``).
+    :param sha256: hex sha256 of the weights file (required when ``url`` is set).
+    :param config_url: where the official copy of the config can be downloaded, if anywhere.
+    :param config_sha256: official sha256 of the file at ``config_url`` (checked on download).
+    :param description: one line for listings and error messages.
+    :param n_params: total parameter count of the built model (``model.parameters()``).
+    :param config_reconstructed: True when the shipped YAML is a reconstruction whose bytes do not
+        hash to ``config_sha256`` (the decoder); False when they do.
+    """
+
+    name: str
+    config_file: str
+    url: Optional[str] = None
+    sha256: Optional[str] = None
+    config_url: Optional[str] = None
+    config_sha256: Optional[str] = None
+    description: str = ""
+    n_params: Optional[int] = None
+    config_reconstructed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.url is not None and not _is_sha256(self.sha256):
+            raise ValueError(
+                f"ModelSpec {self.name!r}: sha256={self.sha256!r} must be 64 hex digits when url is set"
+            )
+        if self.config_sha256 is not None and not _is_sha256(self.config_sha256):
+            raise ValueError(
+                f"ModelSpec {self.name!r}: config_sha256={self.config_sha256!r} must be 64 hex digits or None"
+            )
+
+    @property
+    def has_weights(self) -> bool:
+        """True when the entry names a weights file (False for config-only entries)."""
+        return self.url is not None
+
+
+def _is_sha256(value: Optional[str]) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+MODELS: Dict[str, ModelSpec] = {}
+
+
+def register_model(spec: ModelSpec, overwrite: bool = False) -> ModelSpec:
+    """Add ``spec`` to ``MODELS``; re-registering a name needs ``overwrite=True``."""
+    if not isinstance(spec, ModelSpec):
+        raise ValueError(f"spec must be a ModelSpec, got {type(spec).__name__}")
+    if spec.name in MODELS and not overwrite:
+        raise ValueError(f"model {spec.name!r} is already registered; pass overwrite=True to replace it")
+    MODELS[spec.name] = spec
+    return spec
+
+
+def get_spec(name: str) -> ModelSpec:
+    """Look up a registered model, with an error that lists the valid names."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model name {name!r}; valid names are: {', '.join(sorted(MODELS))}")
+    return MODELS[name]
+
+
+def config_path(spec: ModelSpec) -> Path:
+    """Absolute path of the spec's YAML config (relative names resolve inside ``shap_e/configs``)."""
+    path = Path(spec.config_file)
+    return path if path.is_absolute() else CONFIG_DIR / path
+
+
+def _official(name: str, stem: str, config_stem: str, sha: Optional[str], config_sha: Optional[str],
+              description: str, n_params: Optional[int], reconstructed: bool = False) -> ModelSpec:
+    return ModelSpec(
+        name=name,
+        config_file=f"{config_stem}.yaml",
+        url=f"{_BASE_URL}/{stem}.pt" if stem else None,
+        sha256=sha,
+        config_url=f"{_BASE_URL}/{config_stem}.yaml",
+        config_sha256=config_sha,
+        description=description,
+        n_params=n_params,
+        config_reconstructed=reconstructed,
+    )
+
+
+# Hashes and parameter counts are those of the official release (SPEC §1, spec/keys/*.txt).
+for _spec in (
+    _official("transmitter", "transmitter", "transmitter_config",
+              "af02a0b85a8abdfb3919584b63c540ba175f6ad4790f574a7fef4617e5acdc3b",
+              "ffe1bcb405104a37d9408391182ab118a4ef313c391e07689684f1f62071605e",
+              "encoder (point cloud + multiview renders -> latent) and NeRSTF renderer", 443_771_357),
+    _official("decoder", "vector_decoder", "vector_decoder_config",
+              "d7e7ebbfe3780499ae89b2da5e7c1354012dba5a6abfe295bed42f25c3be1b98",
+              "e6d373649f8e24d85925f4674b9ac41c57aba5f60e42cde6d10f87381326365c",
+              "latent -> NeRSTF renderer only (no encoder)", 226_076_870,
+              reconstructed=True),  # shipped YAML rebuilt from the spec; official bytes differ
+    _official("text300M", "text_cond", "text_cond_config",
+              "e6b4fa599a7b3c3b16c222d5f5fe56f9db9289ff0b6575fbe5c11bc97106aad4",
+              "f290beeea3d3e9ff15db01bde5382b6e549e463060c0744f89c049505be246c1",
+              "text-conditional latent diffusion transformer (CLIP text embedding)", 315_692_032),
+    _official("image300M", "image_cond", "image_cond_config",
+              "cb8072c64bbbcf6910488814d212227de5db291780d4ea99c6152f9346cf12aa",
+              "4e0745605a533c543c72add803a78d233e2a6401e0abfa0cad58afb4d74ad0b0",
+              "image-conditional latent diffusion transformer (CLIP image grid)", 315_956_224),
+    _official("diffusion", "", "diffusion_config", None,
+              "efcb2cd7ee545b2d27223979d41857802448143990572a42645cd09c2942ed57",
+              "Gaussian diffusion schedule (config only, no weights)", None),
+):
+    register_model(_spec)
+del _spec

@@ -1,0 +1,1 @@
+"""Training: a small, deterministic, resumable loop shared by the transmitter and the diffusion models."""

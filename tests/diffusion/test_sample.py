@@ -1,0 +1,162 @@
+"""`sample_latents` extras (generators, samplers, SDEdit, dtype, DDPM guidance) and validation."""
+import warnings
+
+import pytest
+import torch
+
+from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
+from shap_e.diffusion.karras import karras_sigmas
+from shap_e.diffusion.sample import sample_latents
+
+
+@pytest.fixture(scope="module")
+def d(golden):
+    return golden("d")
+
+
+@pytest.fixture(scope="module")
+def model(d):
+    from shap_e.models.configs import model_from_config
+
+    text_model = model_from_config(d["config"]["text_model"])
+    text_model.load_state_dict(d["state_dict"]["text_model"])
+    return text_model.eval()
+
+
+@pytest.fixture(scope="module")
+def diffusion(d):
+    return diffusion_from_config(d["config"]["diffusion"])
+
+
+@pytest.fixture(scope="module")
+def emb4(d):
+    emb = d["inputs"]["text_embeddings"]
+    return torch.cat([emb, emb.flip(0)])
+
+
+def _sample(model, diffusion, emb, steps=8, guidance=3.0, **kwargs):
+    return sample_latents(len(emb), model, diffusion, dict(embeddings=emb), guidance, True, False,
+                          True, steps, 1e-3, 160, 0.0, **kwargs)
+
+
+def _seeds(*seeds):
+    return [torch.Generator().manual_seed(s) for s in seeds]
+
+
+def test_same_generator_seed_gives_identical_latents(model, diffusion, emb4):
+    first = _sample(model, diffusion, emb4[:2], generator=torch.Generator().manual_seed(7))
+    second = _sample(model, diffusion, emb4[:2], generator=torch.Generator().manual_seed(7))
+    assert torch.equal(first, second)
+
+
+def test_per_sample_generators_make_each_row_independent_of_the_batch(model, diffusion, emb4):
+    batch = _sample(model, diffusion, emb4, generator=_seeds(0, 1, 2, 3))
+    for i in range(4):
+        alone = _sample(model, diffusion, emb4[i : i + 1], generator=_seeds(i))
+        # Only batch-size-dependent matmul rounding differs (measured <= 6e-5).
+        torch.testing.assert_close(alone[0], batch[i], atol=2e-4, rtol=0)
+
+
+@pytest.mark.parametrize("sampler", ["euler", "euler_ancestral", "dpmpp_2m"])
+def test_every_sampler_runs_through_sample_latents(model, diffusion, emb4, sampler):
+    out = _sample(model, diffusion, emb4[:2], sampler=sampler, generator=torch.Generator())
+    assert out.shape == (2, 128) and torch.isfinite(out).all()
+
+
+def test_dpmpp_2m_converges_toward_a_128_step_heun_reference(model, diffusion, emb4):
+    reference = _sample(model, diffusion, emb4[:2], steps=128, generator=_seeds(0, 1))
+    errors = [
+        (_sample(model, diffusion, emb4[:2], steps=n, sampler="dpmpp_2m", generator=_seeds(0, 1))
+         - reference).abs().max().item()
+        for n in (8, 16, 32, 64)
+    ]
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+
+
+class CountingModel(torch.nn.Module):
+    """Zero-output conditional model that records every input it sees."""
+
+    conditioning = "text"
+    d_latent = 4
+
+    def __init__(self):
+        super().__init__()
+        self.inputs = []
+
+    def forward(self, x, t, embeddings=None):
+        self.inputs.append(x.clone())
+        return torch.zeros(len(x), 8)
+
+
+def test_sdedit_starts_from_noised_init_latent_at_the_strength_index(diffusion):
+    model = CountingModel()
+    init = torch.full((2, 4), 0.5)
+    out = sample_latents(2, model, diffusion, dict(embeddings=torch.ones(2, 3)), 3.0, True, False,
+                         True, 8, 1e-3, 160, 0.0, generator=torch.Generator().manual_seed(3),
+                         init_latent=init, strength=0.5)
+    sigma = karras_sigmas(8, 1e-3, 160)[4]
+    noise = torch.randn(2, 4, generator=torch.Generator().manual_seed(3))
+    expected_x = (init + noise * sigma) / (sigma**2 + 1) ** 0.5
+    assert len(model.inputs) == 2 * 4 - 1  # Heun over the last 4 of 8 steps, one batched call each
+    torch.testing.assert_close(model.inputs[0][:2], expected_x)
+    assert out.shape == (2, 4)
+
+
+def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diffusion, emb4):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = sample_latents(2, model, diffusion, dict(embeddings=emb4[:2]), 3.0, True, True, True,
+                             4, 1e-3, 160, 0.0, generator=torch.Generator().manual_seed(0))
+    assert any("bfloat16" in str(w.message) for w in caught)
+    reference = _sample(model, diffusion, emb4[:2], steps=4,
+                        generator=torch.Generator().manual_seed(0))
+    assert out.dtype == torch.float32
+    assert 0 < (out - reference).abs().max() < 3.0
+
+
+def test_ddpm_path_guides_with_batch_rows_unless_legacy(model, d):
+    ddpm = diffusion_from_config(d["config"]["ddpm_diffusion"])
+    emb = d["inputs"]["text_embeddings"]
+    args = (2, model, ddpm, dict(embeddings=emb), 3.0, True, False, False, 0, 1e-3, 160, 0.0)
+    assert sample_latents(*args, generator=_seeds(0, 1)).shape == (2, 128)
+    assert sample_latents(*args, legacy_guidance=True).shape == (4, 128)
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (dict(batch_size=0), "batch_size"),
+        (dict(karras_steps=1), "karras_steps"),
+        (dict(sampler="lms"), "dpmpp_2m"),
+        (dict(model_kwargs={}), "model_kwargs"),
+        (dict(model_kwargs=dict(embeddings=torch.zeros(3, 768))), "batch_size is 2"),
+        (dict(sampler="dpmpp_2m", s_churn=1.0), "s_churn"),
+        (dict(strength=0.5), "init_latent"),
+        (dict(init_latent=torch.zeros(2, 128), strength=1.5), "strength"),
+        (dict(init_latent=torch.zeros(2, 5), strength=0.5), "init_latent must be"),
+        (dict(generator=[torch.Generator()]), "one generator per sample"),
+        (dict(dtype=torch.float64), "dtype"),
+    ],
+)
+def test_invalid_arguments_raise_before_any_model_call(diffusion, emb4, change, match):
+    model = CountingModel()
+    model.d_latent = 128
+    args = dict(batch_size=2, model=model, diffusion=diffusion,
+                model_kwargs=dict(embeddings=emb4[:2]), guidance_scale=3.0, clip_denoised=True,
+                use_fp16=False, use_karras=True, karras_steps=8, sigma_min=1e-3, sigma_max=160,
+                s_churn=0.0)
+    with pytest.raises(ValueError, match=match):
+        sample_latents(**{**args, **change})
+    assert model.inputs == []
+
+
+def test_guidance_with_an_unconditional_model_is_rejected(diffusion):
+    class Unconditional(torch.nn.Module):
+        d_latent = 4
+
+        def forward(self, x, t):
+            raise AssertionError("must not be called")
+
+    with pytest.raises(ValueError, match="conditional model"):
+        sample_latents(1, Unconditional(), diffusion, dict(embeddings=torch.ones(1, 3)), 3.0, True,
+                       False, True, 4, 1e-3, 160, 0.0)

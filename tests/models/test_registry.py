@@ -1,0 +1,63 @@
+"""The model registry: official names, shipped configs against official hashes, extensibility."""
+import pytest
+
+from shap_e.models import registry
+from shap_e.models.download import hash_file
+from shap_e.models.registry import MODELS, ModelSpec, config_path, get_spec, register_model
+
+OFFICIAL = ("transmitter", "decoder", "text300M", "image300M", "diffusion")
+
+
+def test_official_names_are_registered_with_release_urls():
+    assert set(OFFICIAL) <= set(MODELS)
+    assert get_spec("text300M").url == "https://openaipublic.azureedge.net/main/shap-e/text_cond.pt"
+    assert get_spec("decoder").url.endswith("/vector_decoder.pt")
+    assert not get_spec("diffusion").has_weights
+    assert all(get_spec(n).has_weights for n in OFFICIAL if n != "diffusion")
+
+
+def test_every_registered_config_file_ships_with_the_package():
+    for spec in MODELS.values():
+        assert config_path(spec).is_file(), spec.name
+
+
+@pytest.mark.parametrize("name", ["transmitter", "text300M", "image300M", "diffusion"])
+def test_shipped_config_matches_official_sha256(name):
+    spec = get_spec(name)
+    assert not spec.config_reconstructed
+    assert hash_file(config_path(spec)) == spec.config_sha256
+
+
+def test_decoder_config_is_flagged_as_an_unverified_reconstruction():
+    spec = get_spec("decoder")
+    assert spec.config_reconstructed
+    assert hash_file(config_path(spec)) != spec.config_sha256
+
+
+def test_parameter_counts_match_the_spec_key_listings():
+    assert get_spec("text300M").n_params == 315_692_032
+    assert get_spec("image300M").n_params == 315_956_224
+
+
+def test_unknown_name_error_lists_valid_names():
+    with pytest.raises(ValueError) as info:
+        get_spec("text300")
+    assert all(name in str(info.value) for name in OFFICIAL)
+
+
+def test_register_model_adds_and_refuses_silent_overwrite(monkeypatch):
+    monkeypatch.setattr(registry, "MODELS", dict(MODELS))
+    spec = ModelSpec("mini", "text_cond_config.yaml", url="file:///x.pt", sha256="ab" * 32)
+    register_model(spec)
+    assert registry.get_spec("mini") is spec
+    with pytest.raises(ValueError, match="already registered"):
+        register_model(spec)
+    replacement = ModelSpec("mini", "diffusion_config.yaml")
+    assert register_model(replacement, overwrite=True) is registry.get_spec("mini")
+
+
+def test_model_spec_validates_hashes():
+    with pytest.raises(ValueError, match="64 hex digits"):
+        ModelSpec("m", "c.yaml", url="https://x/m.pt", sha256=None)
+    with pytest.raises(ValueError, match="config_sha256"):
+        ModelSpec("m", "c.yaml", config_sha256="XYZ")

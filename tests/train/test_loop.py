@@ -1,0 +1,99 @@
+"""The training loop: learns, resumes exactly, skips non-finite steps, and DDP equals one big batch."""
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from shap_e.train.loop import TrainConfig, Trainer, learning_rate
+
+sys.path.insert(0, str(Path(__file__).parent))
+from toy import combined_batch, toy_batch, toy_loss, toy_model  # noqa: E402
+
+
+def config(tmp_path, **kw):
+    base = dict(steps=20, lr=1e-2, ema_decay=0.9, out_dir=str(tmp_path), progress=False, log_every=5)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_loss_falls_on_a_tiny_task(tmp_path):
+    trainer = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path, steps=60))
+    first = trainer.train_step()["loss"]
+    last = trainer.fit()["loss"]
+    assert last < 0.5 * first
+
+
+def test_resume_continues_exactly(tmp_path):
+    straight = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path / "a", steps=10))
+    straight.fit()
+    first = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path / "b", steps=10, checkpoint_every=5))
+    for _ in range(5):
+        first.train_step()
+    first.save_checkpoint()
+    resumed = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path / "b", steps=10))
+    assert resumed.resume()
+    assert resumed.step == 5
+    resumed.fit()
+    for key, value in straight.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[key]), key
+    for key, value in straight.ema.state_dict().items():
+        assert torch.equal(value, resumed.ema.state_dict()[key]), key
+
+
+def test_non_finite_loss_skips_the_step_and_logs_it(tmp_path):
+    def nan_on_step_two(model, batch):
+        loss = toy_loss(model, batch)["loss"]
+        return {"loss": loss * float("nan") if trainer.step == 2 else loss}
+
+    trainer = Trainer(toy_model(), nan_on_step_two, toy_batch, config(tmp_path, steps=4, log_every=1))
+    trainer.fit()
+    for p in trainer.model.parameters():
+        assert torch.isfinite(p).all()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("skipped") for r in records].count("non-finite loss") == 1
+    assert len(records) == 4
+
+
+def test_learning_rate_warms_up_then_decays_to_the_floor():
+    cfg = TrainConfig(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1, progress=False)
+    assert learning_rate(cfg, 0) == pytest.approx(0.1)
+    assert learning_rate(cfg, 9) == pytest.approx(1.0)
+    assert learning_rate(cfg, 100) == pytest.approx(0.1)
+    lrs = [learning_rate(cfg, s) for s in range(10, 100)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_bad_config_values_are_rejected():
+    with pytest.raises(ValueError, match="steps=0"):
+        TrainConfig(steps=0)
+    with pytest.raises(ValueError, match="lr=-1"):
+        TrainConfig(lr=-1)
+
+
+@pytest.mark.slow
+def test_two_process_gloo_ddp_equals_one_process_with_the_combined_batch(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with socket.socket() as s:  # a free loopback port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    worker = Path(__file__).parent / "ddp_worker.py"
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        "--master_addr", "127.0.0.1", "--master_port", str(port), str(worker), str(tmp_path / "ddp"),
+    ]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    ddp_state = torch.load(tmp_path / "ddp" / "checkpoint.pt", weights_only=True)
+
+    single = Trainer(toy_model(), toy_loss, combined_batch(2), TrainConfig(
+        steps=6, lr=1e-2, ema_decay=0.9, out_dir=str(tmp_path / "one"), progress=False, checkpoint_every=6
+    ))
+    single.fit()
+    for key, value in single.model.state_dict().items():
+        assert math.isclose(0, (value - ddp_state["model"][key]).abs().max().item(), abs_tol=1e-6), key
