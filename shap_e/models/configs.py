@@ -67,7 +67,9 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
         "pos_emb_init_scale", "cond_drop_prob",
     }
     if inner_name == "CLIPImagePointDiffusionTransformer":
-        allowed.add("token_cond")
+        allowed |= {"token_cond", "cond_width"}
+    else:
+        allowed |= {"grid_channels", "grid_tokens"}
     check_keys(inner, allowed, inner_name)
     d_latent, latent_ctx = config["d_latent"], config["latent_ctx"]
     if d_latent % latent_ctx:

@@ -99,17 +99,22 @@ class TextConditionedTransformer(PointDiffusionTransformer):
 
     conditioning = "text"
 
-    def __init__(self, *, token_cond: bool = False, device=None, **kwargs):
+    def __init__(self, *, token_cond: bool = False, cond_width: int = CLIP_TEXT_WIDTH, device=None, **kwargs):
         super().__init__(device=device, **kwargs)
         self.token_cond = token_cond
-        self.clip_embed = nn.Linear(CLIP_TEXT_WIDTH, self.width, device=device)
+        self.cond_width = cond_width
+        self.clip_embed = nn.Linear(cond_width, self.width, device=device)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, embeddings: Optional[torch.Tensor] = None):
-        """`[batch, channels, n_ctx]`, `[batch]`, `[batch, 768]` (None: zeros) -> `[batch, 2 channels, n_ctx]`."""
+        """`[batch, channels, n_ctx]`, `[batch]`, `[batch, cond_width]` (None: zeros) -> `[batch, 2 channels, n_ctx]`.
+
+        `cond_width` is 768 for CLIP ViT-L/14 (the release); unit-norm embeddings are scaled by
+        `sqrt(cond_width)` so that their features have unit variance.
+        """
         if embeddings is None:
-            embeddings = torch.zeros(x.shape[0], CLIP_TEXT_WIDTH, device=x.device)
+            embeddings = torch.zeros(x.shape[0], self.cond_width, device=x.device)
         clip_out = self.drop_conditioning(embeddings.to(device=x.device, dtype=torch.float32))
-        clip_embed = self.clip_embed(math.sqrt(CLIP_TEXT_WIDTH) * clip_out.to(self.clip_embed.weight.dtype))
+        clip_embed = self.clip_embed(math.sqrt(self.cond_width) * clip_out.to(self.clip_embed.weight.dtype))
         conds = [(clip_embed, self.token_cond), (self.embed_time(t), self.time_token_cond)]
         return self.forward_with_cond(x, conds)
 
@@ -119,17 +124,23 @@ class ImageGridConditionedTransformer(PointDiffusionTransformer):
 
     conditioning = "image_grid"
 
-    def __init__(self, *, device=None, **kwargs):
+    def __init__(
+        self, *, grid_channels: int = CLIP_GRID_CHANNELS, grid_tokens: int = CLIP_GRID_TOKENS, device=None, **kwargs
+    ):
         super().__init__(device=device, **kwargs)
+        self.grid_shape = (grid_channels, grid_tokens)
         self.clip_embed = nn.Sequential(
-            nn.LayerNorm(CLIP_GRID_CHANNELS, device=device),
-            nn.Linear(CLIP_GRID_CHANNELS, self.width, device=device),
+            nn.LayerNorm(grid_channels, device=device),
+            nn.Linear(grid_channels, self.width, device=device),
         )
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, embeddings: Optional[torch.Tensor] = None):
-        """`[batch, channels, n_ctx]`, `[batch]`, `[batch, 1024, 256]` -> `[batch, 2 channels, n_ctx]`."""
+        """`[batch, channels, n_ctx]`, `[batch]`, `[batch, grid_channels, grid_tokens]` -> `[batch, 2 channels, n_ctx]`.
+
+        The release grid is CLIP ViT-L/14's: 1024 channels x 256 patches.
+        """
         if embeddings is None:
-            embeddings = torch.zeros(x.shape[0], CLIP_GRID_CHANNELS, CLIP_GRID_TOKENS, device=x.device)
+            embeddings = torch.zeros(x.shape[0], *self.grid_shape, device=x.device)
         grid = self.drop_conditioning(embeddings.to(device=x.device, dtype=torch.float32))
         grid = self.clip_embed(grid.permute(0, 2, 1).to(self.input_proj.weight.dtype))
         conds = [(self.embed_time(t), self.time_token_cond), (grid, True)]

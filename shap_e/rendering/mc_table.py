@@ -1,0 +1,75 @@
+"""The marching-cubes triangle table of the reference implementation (SPEC §5.6 step 5).
+
+The numbers are the triangle table of OpenAI's Shap-E (MIT License, Copyright (c) 2023 OpenAI), in
+cube-edge indices; triangle order and winding within each case are significant because the
+reference's face order and orientation follow them.
+
+Encoding: one comma-separated entry per cube case 0..255 (case bit `dx + 2 dy + 4 dz` is set when
+that corner is inside, i.e. field > 0); each entry is the case's triangles in table order, three hex
+digits (cube edges 0..11) per triangle.
+"""
+from functools import lru_cache
+from typing import Tuple
+
+import torch
+
+__all__ = ["MAX_TRIANGLES", "triangle_table"]
+
+MAX_TRIANGLES = 5
+
+_PACKED = (
+    ",048,095,894954,41a,0181a8,095a41,1a55a99a8,"
+    "5b1,480b15,9b0b10,48118bb89,45a5ba,5b00b88ba,09449aa9b,89b8ba,"
+    "862,460620,950628,952256654,41a286,62aa21120,a41095628,5295625161a6,"
+    "5b1628,206046b15,10b09b628,b19169962146,ba5a45286,0525a25ba2a6,09449aa9b286,a6229aa9b,"
+    "927,048792,025275,278874475,41a792,a81801792,752502a41,5171871a8782,"
+    "b15279,8045b1279,b17712210,8148b182b27b,45a5ba279,5b00b88ba792,a4b42bb27402,8277b88ba,"
+    "678798,049947746,860065567,467475,9878671a4,1a0a70079a67,860065567a41,51aa65567,"
+    "67879815b,04994774615b,08187186717b,7b1147746,86787945bba4,5baa0560a690679,867708b07b40ba4,ba67b6,"
+    "a36,80436a,09536a,54948936a,134364,806603301,643413950,958538836513,"
+    "15b6a3,b1548036a,9b0b106a3,48118bb896a3,36bb65564,0680360535b3,4060b609b6b3,b3668bb89,"
+    "8a2a32,a34430032,32a28a509,4a5a25a32529,418812213,013032,418812213509,295512213,"
+    "8a2a325b1,a34430032b15,09b0b18a3328,a3224a9429149b1,5b4b24428b32,05bb30032,09bb4034b384328,329b39,"
+    "792a36,480279a36,025275a36,27887447536a,134364927,806603301927,413436027750,275582185168136,"
+    "279b156a3,04892715ba36,b17712210a36,8148b182b27b36a,36bb65564279,0680360535b3792,3644b30b407b027,8368b387b278,"
+    "79339aa98,4904794a7a37,5070a77a308a,4a3374475,849439413937,379903301,413384783708750,751371,"
+    "79339aa985b1,4904794a7a37b15,b1007b8708378a3,4b147b437a34,7988374384b345b,0790370b35b0,408b37,7b3,"
+    "b73,0483b7,5093b7,8949543b7,a4173b,0181a873b,9501a473b,1a55a99a83b7,"
+    "571731,317157804,739930031,143493489397,a43347745,80a07aa73057,9409a497a73a,9733a99a8,"
+    "286b73,460620b73,6289503b7,952256654b73,1a4628b73,62aa2112073b,09541a28673b,5295625161a63b7,"
+    "571731862,046062573315,739930031628,731197491429462,a43347745862,6200a65a053a573,9409a497a73a628,9629a693a739,"
+    "2393b9,b93923480,50bb03302,48583553b823,2393b941a,92393b01aa80,50bb0330241a,1a88512582b523b,"
+    "925521123,925521123804,023031,148821123,59493492343a,923359a53a05a80,3a4403302,a823a2,"
+    "3b66b88b9,90b06b046b63,0b503b083863,63bb56654,3b66b88b91a4,3b99630690a601a,0b503b083863a41,53b5635a61a5,"
+    "153583386598,046690396359315,086630031,314634,a4553a935963986,90563a,0a403a063860,3a6,"
+    "ab6b76,76b6ab048,ab6b76095,489495ab776a,b71174476,1b0b60b76068,b71174476950,b7661b816851895,"
+    "15aa56657,15aa56657048,09196116a976,4899147197a176a,457476,680056657,409974476,768978,"
+    "28778bb8a,0424b22b74ab,28778bb8a095,954429a24a72ab7,1841281b2b72,1b7721120,1841281b2b72950,195129172b71,"
+    "a18178157872,1577a12a724a204,28aa7217a197109,14a972,728847745,205725,428472497094,297,"
+    "6a22a99ab,6a22a99ab480,b5a52a502a26,6abb2652b582548,4161966921b9,801168b61b26b92,5022b56b261b641,b51268,"
+    "5a156a596926,5a156a596926804,26aa12210,16a126182481,592265564,580568526925,640260,682,"
+    "8ab8b9,9044a99ab,b5008bb8a,54ab5a,8411b88b9,b901b0,8508b581b418,b51,"
+    "a1559aa98,9159a194a049,108a18,14a,984594,905,408,"
+)
+
+
+@lru_cache(maxsize=None)
+def _unpacked() -> Tuple[torch.Tensor, torch.Tensor]:
+    entries = _PACKED.split(",")
+    if len(entries) != 256:
+        raise AssertionError(f"corrupt triangle table: {len(entries)} cases instead of 256")
+    cases = torch.zeros(256, MAX_TRIANGLES, 3, dtype=torch.int64)
+    masks = torch.zeros(256, MAX_TRIANGLES, dtype=torch.bool)
+    for case, entry in enumerate(entries):
+        edges = [int(digit, 16) for digit in entry]
+        n_tris = len(edges) // 3
+        if n_tris:
+            cases[case, :n_tris] = torch.tensor(edges, dtype=torch.int64).view(n_tris, 3)
+            masks[case, :n_tris] = True
+    return cases, masks
+
+
+def triangle_table(device: torch.device = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The table as `cases [256, 5, 3]` int64 cube-edge indices and `masks [256, 5]` bool (valid rows)."""
+    cases, masks = _unpacked()
+    return cases.to(device), masks.to(device)

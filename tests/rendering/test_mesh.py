@@ -1,0 +1,99 @@
+import io
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from shap_e.rendering.mesh import TorchMesh, TriMesh
+
+
+def _golden_small_mesh(golden, colors=True) -> TorchMesh:
+    m = golden("g")["inputs"]["trimesh"]
+    return TorchMesh(m["verts"], m["faces"], m["vertex_channels"] if colors else None)
+
+
+def _golden_decoded_mesh(golden) -> TorchMesh:
+    m = golden("f")["outputs"]["decode_latent_mesh"]["mesh"]
+    return TorchMesh(m["verts"], m["faces"], m["vertex_channels"])
+
+
+@pytest.mark.parametrize("variant", ["with_colors", "no_colors"])
+def test_ply_and_obj_of_small_mesh_are_byte_identical_to_golden(golden, variant):
+    ref = golden("g")["outputs"]["trimesh_files"][variant]
+    tri = _golden_small_mesh(golden, colors=variant == "with_colors").tri_mesh()
+    assert tri.ply_bytes() == ref["ply_bytes"].numpy().tobytes()
+    assert tri.obj_text() == ref["obj_text"]
+
+
+def test_ply_and_obj_of_decoded_mesh_are_byte_identical_to_golden(golden):
+    ref = golden("f")["outputs"]["decode_latent_mesh"]
+    tri = _golden_decoded_mesh(golden).tri_mesh()
+    assert tri.ply_bytes() == ref["ply_bytes"].numpy().tobytes()
+    assert tri.obj_text() == ref["obj_text"]
+
+
+def test_writers_accept_binary_and_text_streams(golden):
+    tri = _golden_small_mesh(golden).tri_mesh()
+    ply, obj_bytes, obj_text = io.BytesIO(), io.BytesIO(), io.StringIO()
+    tri.write_ply(ply)
+    tri.write_obj(obj_bytes)
+    tri.write_obj(obj_text)
+    assert ply.getvalue() == tri.ply_bytes()
+    assert obj_bytes.getvalue().decode("utf-8") == obj_text.getvalue() == tri.obj_text()
+
+
+def test_tri_mesh_converts_tensors_to_numpy_arrays(golden):
+    mesh = _golden_small_mesh(golden)
+    tri = mesh.tri_mesh()
+    assert isinstance(tri.verts, np.ndarray) and tri.verts.dtype == np.float32
+    assert tri.faces.dtype == np.int64
+    np.testing.assert_array_equal(tri.verts, mesh.verts.numpy())
+    np.testing.assert_array_equal(tri.vertex_channels["G"], mesh.vertex_channels["G"].numpy())
+    assert tri.has_vertex_colors() and not TorchMesh(mesh.verts, mesh.faces).tri_mesh().has_vertex_colors()
+
+
+def test_ply_loads_back_in_trimesh_with_same_vertices_and_colors(golden):
+    tri = _golden_decoded_mesh(golden).tri_mesh()
+    loaded = trimesh.load(io.BytesIO(tri.ply_bytes()), file_type="ply", process=False)
+    np.testing.assert_array_equal(np.asarray(loaded.vertices, dtype=np.float32), tri.verts)
+    np.testing.assert_array_equal(loaded.faces, tri.faces)
+    expected = np.round(tri.vertex_colors() * np.float32(255.499)).astype(np.uint8)
+    np.testing.assert_array_equal(loaded.visual.vertex_colors[:, :3], expected)
+
+
+def test_to_trimesh_keeps_vertex_order_and_linear_colors(golden):
+    tri = _golden_small_mesh(golden).tri_mesh()
+    mesh = tri.to_trimesh()
+    np.testing.assert_allclose(mesh.vertices, tri.verts)
+    np.testing.assert_array_equal(mesh.faces, tri.faces)
+    np.testing.assert_array_equal(mesh.visual.vertex_colors[:, :3], np.round(tri.vertex_colors() * 255))
+
+
+def test_out_of_range_colors_are_clipped_in_ply():
+    tri = TriMesh(np.zeros((3, 3), np.float32), np.array([[0, 1, 2]]),
+                  {"R": np.array([-0.5, 0.5, 1.5], np.float32), "G": np.zeros(3, np.float32),
+                   "B": np.ones(3, np.float32)})
+    body = tri.ply_bytes().split(b"end_header\n")[1]
+    reds = [body[12 + 15 * i] for i in range(3)]
+    assert reds == [0, 128, 255]
+
+
+@pytest.mark.parametrize(
+    "verts, faces, match",
+    [
+        (np.zeros((3, 2)), np.zeros((1, 3), int), "verts"),
+        (np.zeros((3, 3)), np.zeros((1, 4), int), "faces"),
+        (np.zeros((3, 3)), np.array([[0, 1, 3]]), "faces index"),
+    ],
+)
+def test_invalid_tri_mesh_raises_value_error(verts, faces, match):
+    with pytest.raises(ValueError, match=match):
+        TriMesh(verts, faces)
+
+
+def test_torch_mesh_to_moves_every_tensor():
+    mesh = TorchMesh(torch.zeros(3, 3), torch.tensor([[0, 1, 2]]), {"R": torch.zeros(3)})
+    moved = mesh.to("cpu")
+    assert moved.verts.device.type == "cpu" and moved.vertex_channels["R"].shape == (3,)
+    assert moved.face_channels is None
