@@ -1,0 +1,109 @@
+"""Latent diffusion training (text or image conditioned) on precomputed latents (improved-DDPM loss).
+
+Classifier-free-guidance dropout is drawn in the batch (so that runs are reproducible from the
+seed alone); the model's own dropout is switched off while it trains here.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Union
+
+import torch
+import torch.nn as nn
+
+from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
+from shap_e.train.loop import step_generator
+
+
+@dataclass
+class LatentDataset:
+    """latents: `[n, d_latent]` (transmitter outputs); conditions: `[n, D]` text embeddings or
+    `[n, channels, tokens]` image grids, row-aligned with the latents."""
+
+    latents: torch.Tensor
+    conditions: torch.Tensor
+
+    def __post_init__(self):
+        if self.latents.ndim != 2 or len(self.latents) == 0:
+            raise ValueError(f"latents must be a non-empty [n, d_latent] tensor, got {list(self.latents.shape)}")
+        if len(self.conditions) != len(self.latents):
+            raise ValueError(
+                f"{len(self.conditions)} conditions for {len(self.latents)} latents; they must be row-aligned"
+            )
+
+    @classmethod
+    def load(cls, path: Union[str, Path]) -> "LatentDataset":
+        """A `.safetensors` or `.pt` file holding tensors `latents` and `conditions`."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"latent dataset {str(path)!r} does not exist")
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            data = load_file(str(path))
+        else:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        missing = {"latents", "conditions"} - set(data)
+        if missing:
+            raise ValueError(f"{path} lacks {sorted(missing)}; it needs tensors 'latents' and 'conditions'")
+        return cls(data["latents"].float(), data["conditions"].float())
+
+    def save(self, path: Union[str, Path]) -> None:
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        save_file({"latents": self.latents.contiguous(), "conditions": self.conditions.contiguous()}, str(tmp))
+        tmp.replace(path)
+
+
+@dataclass
+class DiffusionBatch:
+    x_start: torch.Tensor  # [batch, d_latent]
+    t: torch.Tensor  # [batch] int64
+    noise: torch.Tensor  # [batch, d_latent]
+    conditions: torch.Tensor  # [batch, ...], zeroed rows = unconditional
+
+
+def diffusion_batch_fn(
+    dataset: LatentDataset, num_timesteps: int, batch_size: int, seed: int, cond_drop_prob: float
+) -> Callable[[int, int, int], DiffusionBatch]:
+    """Draws everything random in a step from `step_generator(seed, step, rank)`."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be at least 1")
+
+    def batch_fn(step: int, rank: int, world_size: int) -> DiffusionBatch:
+        g = step_generator(seed, step, rank)
+        index = torch.randint(0, len(dataset.latents), (batch_size,), generator=g)
+        t = torch.randint(0, num_timesteps, (batch_size,), generator=g)
+        x_start = dataset.latents[index]
+        noise = torch.randn(x_start.shape, generator=g)
+        keep = torch.rand(batch_size, generator=g) >= cond_drop_prob
+        cond = dataset.conditions[index]
+        cond = cond * keep.view(-1, *([1] * (cond.dim() - 1))).to(cond.dtype)
+        return DiffusionBatch(x_start, t, noise, cond)
+
+    return batch_fn
+
+
+def diffusion_loss_fn(diffusion: GaussianDiffusion, device: torch.device):
+    """`loss_fn(model, batch)` for the Trainer: mean of `training_losses` (mse + vb) over the batch."""
+
+    def loss_fn(model: nn.Module, batch: DiffusionBatch) -> Dict[str, torch.Tensor]:
+        terms = diffusion.training_losses(
+            model,
+            batch.x_start.to(device),
+            batch.t.to(device),
+            model_kwargs={"embeddings": batch.conditions.to(device)},
+            noise=batch.noise.to(device),
+        )
+        return {k: v.mean() for k, v in terms.items()}
+
+    return loss_fn
+
+
+def take_over_cond_dropout(model: nn.Module) -> float:
+    """Switch off the model's internal CFG dropout and return its probability for the batch_fn."""
+    inner = model.wrapped
+    p = inner.cond_drop_prob
+    inner.cond_drop_prob = 0.0
+    return p
