@@ -247,13 +247,29 @@ class FrozenCLIP:
                 self._source = (self.name_or_dir, False)
         return self._source
 
-    def _load(self, model_class: Any, tower: str) -> Any:
-        """Load one tower (`tower` = "text_config" or "vision_config") from a full CLIP checkpoint."""
+    def _config(self) -> Any:
+        """The full `CLIPConfig` (cheap: no weights are read)."""
         from transformers import CLIPConfig
 
         source, local_only = self._resolve()
+        return CLIPConfig.from_pretrained(source, cache_dir=self.cache_dir, local_files_only=local_only)
+
+    @property
+    def embedding_dim(self) -> int:
+        """Width of `embed_text`/`embed_images` (768 for ViT-L/14): the `TextConditioner` protocol."""
+        return self._config().projection_dim
+
+    @property
+    def grid_shape(self) -> Tuple[int, int]:
+        """`(channels, patches)` of `embed_images_grid` ((1024, 256) for ViT-L/14)."""
+        vision = self._config().vision_config
+        return vision.hidden_size, (vision.image_size // vision.patch_size) ** 2
+
+    def _load(self, model_class: Any, tower: str) -> Any:
+        """Load one tower (`tower` = "text_config" or "vision_config") from a full CLIP checkpoint."""
+        source, local_only = self._resolve()
         where = dict(cache_dir=self.cache_dir, local_files_only=local_only)
-        full = CLIPConfig.from_pretrained(source, **where)
+        full = self._config()
         # Older hub configs keep projection_dim only at the top level; the towers need it too.
         config = getattr(full, tower)
         config.projection_dim = full.projection_dim

@@ -212,6 +212,16 @@ def test_embed_images_is_the_normalised_projected_class_token(tiny_clip):
     torch.testing.assert_close(got.norm(dim=-1), torch.ones(3), atol=1e-6, rtol=0)
 
 
+def test_frozen_clip_implements_the_conditioning_protocols_without_loading_weights(tiny_clip):
+    from shap_e.models.conditioning import ImageGridConditioner, TextConditioner
+
+    clip = FrozenCLIP.from_pretrained(tiny_clip[1])
+    assert isinstance(clip, TextConditioner) and isinstance(clip, ImageGridConditioner)
+    assert clip.embedding_dim == 24
+    assert clip.grid_shape == (32, 16)
+    assert clip._text is None and clip._vision is None
+
+
 def test_towers_load_lazily_one_at_a_time(tiny_clip):
     clip = FrozenCLIP.from_pretrained(tiny_clip[1])
     assert clip._text is None and clip._vision is None

@@ -1,0 +1,42 @@
+"""The `shap-e` command line: a thin layer over the library.
+
+Every command prints progress on stderr, writes its outputs atomically and, on bad input, exits
+with status 2 and a one-line reason.
+"""
+import argparse
+import sys
+from typing import List, Optional
+
+from shap_e import __version__
+
+
+class CliError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from shap_e.cli import assets, generate, models, train
+
+    parser = argparse.ArgumentParser(
+        prog="shap-e", description="Generate, encode, decode and train Shap-E 3D models."
+    )
+    parser.add_argument("--version", action="version", version=f"shap-e {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (generate, assets, models, train):
+        module.add_commands(commands)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.run(args)
+    except (CliError, ValueError, FileNotFoundError, PermissionError) as e:
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"shap-e {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0

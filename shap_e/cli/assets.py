@@ -1,0 +1,103 @@
+"""`shap-e encode`, `shap-e decode` and `shap-e render`: between asset files, latents and pictures."""
+from pathlib import Path
+
+import torch
+
+from shap_e.cli.common import atomic_directory, pick_device, say
+
+
+def add_commands(commands) -> None:
+    encode = commands.add_parser("encode", help="asset file -> latent", description="Encode a 3D asset to a latent.")
+    encode.add_argument("asset", help="OBJ, PLY, STL, OFF, GLB or glTF file")
+    encode.add_argument("-o", "--output", required=True, help="latent file to write (.pt)")
+    encode.add_argument("--model", default="transmitter", help="registry name of the transmitter")
+    encode.add_argument("--seed", type=int, default=0)
+    encode.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    encode.add_argument("--cache-dir", help="model cache")
+    encode.set_defaults(run=run_encode)
+
+    decode = commands.add_parser("decode", help="latent -> mesh files", description="Decode a latent to meshes.")
+    decode.add_argument("latent", help="a latent file written by `shap-e encode` or `shap-e text`")
+    decode.add_argument("-o", "--output", required=True, help="output folder")
+    decode.add_argument("--model", default="transmitter", help="registry name of the decoder/transmitter")
+    decode.add_argument("--format", default="glb,ply", help="comma-separated: glb, ply, obj")
+    decode.add_argument("--grid-size", type=int, default=128)
+    decode.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    decode.add_argument("--cache-dir", help="model cache")
+    decode.set_defaults(run=run_decode)
+
+    render = commands.add_parser("render", help="latent -> turntable", description="Render a latent's turntable.")
+    render.add_argument("latent", help="a latent file")
+    render.add_argument("-o", "--output", required=True, help="GIF or MP4 file to write")
+    render.add_argument("--model", default="transmitter", help="registry name of the decoder/transmitter")
+    render.add_argument("--size", type=int, default=128, help="frame size in pixels")
+    render.add_argument("--views", type=int, default=20, help="number of frames")
+    render.add_argument("--render-mode", choices=("nerf", "stf"), default="stf")
+    render.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    render.add_argument("--cache-dir", help="model cache")
+    render.set_defaults(run=run_render)
+
+
+def load_latent(path: str) -> torch.Tensor:
+    from shap_e.cli import CliError
+
+    if not Path(path).is_file():
+        raise CliError(f"latent file {path!r} does not exist")
+    latent = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(latent, torch.Tensor) or latent.ndim != 1:
+        raise CliError(f"{path!r} does not hold a 1-D latent tensor")
+    return latent
+
+
+def run_encode(args) -> None:
+    from shap_e.cli import CliError
+    from shap_e.encoding import encode
+    from shap_e.models.download import load_model
+
+    if not Path(args.asset).is_file():
+        raise CliError(f"asset {args.asset!r} does not exist")
+    out = Path(args.output)
+    device = pick_device(args.device)
+    transmitter = load_model(args.model, device=device, cache_dir=args.cache_dir)
+    latent = encode(args.asset, transmitter, device=device, generator=torch.Generator().manual_seed(args.seed))
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        torch.save(latent.cpu(), tmp)
+        tmp.replace(out)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise CliError(f"cannot write {out}: {e.strerror or e}") from e
+    say(f"wrote {out} ({latent.numel()} numbers)")
+
+
+def run_decode(args) -> None:
+    from shap_e.cli.generate import parse_formats
+    from shap_e.models.download import load_model
+    from shap_e.rendering.export import save_mesh
+    from shap_e.util.notebooks import decode_latent_mesh
+
+    formats = parse_formats(args.format)
+    latent = load_latent(args.latent)
+    device = pick_device(args.device)
+    xm = load_model(args.model, device=device, cache_dir=args.cache_dir)
+    mesh = decode_latent_mesh(xm, latent.to(device), grid_size=args.grid_size)
+    with atomic_directory(Path(args.output)) as tmp:
+        for fmt in formats:
+            save_mesh(mesh, tmp / f"mesh.{fmt}")
+    say(f"wrote {args.output}")
+
+
+def run_render(args) -> None:
+    from shap_e.cli import CliError
+    from shap_e.models.download import load_model
+    from shap_e.util.notebooks import save_gif, save_mp4, turntable
+
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in (".gif", ".mp4"):
+        raise CliError(f"--output must end in .gif or .mp4, got {args.output!r}")
+    latent = load_latent(args.latent)
+    device = pick_device(args.device)
+    xm = load_model(args.model, device=device, cache_dir=args.cache_dir)
+    frames = turntable(xm, latent.to(device), size=args.size, n_views=args.views, rendering_mode=args.render_mode)
+    (save_gif if suffix == ".gif" else save_mp4)(frames, args.output)
+    say(f"wrote {args.output}")

@@ -1,0 +1,88 @@
+"""Pieces shared by the commands: device choice, model choice, atomic output folders."""
+import os
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+import torch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def pick_device(name: str) -> torch.device:
+    """`auto` picks CUDA, then MPS, then the CPU, and says which."""
+    from shap_e.cli import CliError
+
+    if name == "auto":
+        if torch.cuda.is_available():
+            device = torch.device("cuda")
+        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            device = torch.device("mps")
+        else:
+            device = torch.device("cpu")
+        say(f"device: {device} (auto)")
+        return device
+    if name == "cuda" and not torch.cuda.is_available():
+        raise CliError("--device cuda was asked for but no CUDA device is available; use --device cpu")
+    return torch.device(name)
+
+
+def weights_cached(name: str, cache_dir: Optional[str] = None) -> bool:
+    """Whether a registered model's weights are already on disk (no network, no hashing)."""
+    from shap_e.models.download import default_cache_dir
+    from shap_e.models.registry import get_spec
+
+    spec = get_spec(name)
+    if not spec.has_weights:
+        return False
+    cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    return (cache / spec.url.rstrip("/").split("/")[-1]).is_file()
+
+
+def choose_model(requested: Optional[str], official: str, small: str, cache_dir: Optional[str]) -> str:
+    """The requested model, else the official one if cached, else the small bundled one."""
+    from shap_e.cli import CliError
+    from shap_e.models.registry import MODELS
+
+    if requested:
+        if requested not in MODELS:
+            raise CliError(f"--model {requested!r} is not in the registry; known: {', '.join(sorted(MODELS))}")
+        return requested
+    if weights_cached(official, cache_dir):
+        say(f"model: {official} (official weights found in the cache)")
+        return official
+    if small in MODELS:
+        say(f"model: {small} (bundled); for the official model run `shap-e download {official}`")
+        return small
+    raise CliError(
+        f"no model available offline: the official {official} weights are not in the cache and no small "
+        f"bundled model is installed; run `shap-e download {official}` (needs network)"
+    )
+
+
+@contextmanager
+def atomic_directory(final: Path) -> Iterator[Path]:
+    """Yield a temporary folder beside `final`; it becomes `final` only if the block succeeds."""
+    from shap_e.cli import CliError
+
+    parent = final.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=parent))
+    except OSError as e:
+        raise CliError(f"cannot write to {parent}: {e.strerror or e}") from e
+    try:
+        yield tmp
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

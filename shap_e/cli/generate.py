@@ -1,0 +1,197 @@
+"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json."""
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import torch
+
+from shap_e import __version__
+from shap_e.cli.common import DTYPES, atomic_directory, choose_model, pick_device, say
+
+FORMATS = ("glb", "ply", "obj")
+SAMPLERS = ("heun", "euler", "euler_ancestral", "dpmpp_2m")
+# Official priors decode with the official decoder if present, else the transmitter (same weights).
+DECODERS = {"text300M": ("decoder", "transmitter"), "image300M": ("decoder", "transmitter")}
+SMALL = {"text": "text-small", "image": "image-small"}
+OFFICIAL = {"text": "text300M", "image": "image300M"}
+DEFAULT_GUIDANCE = {"text": 15.0, "image": 3.0}
+
+
+def add_commands(commands) -> None:
+    text = commands.add_parser("text", help="text -> 3D", description="Generate 3D models from a prompt.")
+    text.add_argument("prompt", nargs="?", help="what to generate, e.g. 'a red chair'")
+    text.add_argument("--prompts", help="a file with one prompt per line (bulk; split across torchrun ranks)")
+    image = commands.add_parser("image", help="image -> 3D", description="Generate 3D models from a picture.")
+    image.add_argument("image", help="a picture of one object (PNG, JPEG, ...)")
+    for parser, kind in ((text, "text"), (image, "image")):
+        add_sampling_options(parser, kind)
+        parser.set_defaults(run=run_generate, kind=kind)
+
+
+def add_sampling_options(parser, kind: str) -> None:
+    parser.add_argument("-o", "--output", default="out", help="output folder (one sub-folder per sample)")
+    parser.add_argument("--model", help=f"registry name (default: {OFFICIAL[kind]} if cached, else {SMALL[kind]})")
+    parser.add_argument("--batch", type=int, default=1, help="samples per prompt")
+    parser.add_argument("--seed", type=int, default=0, help="sample i uses seed + i")
+    parser.add_argument("--steps", type=int, default=64, help="sampler steps")
+    parser.add_argument("--guidance", type=float, default=DEFAULT_GUIDANCE[kind], help="classifier-free guidance")
+    parser.add_argument("--sampler", choices=SAMPLERS, default="heun")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), help="model dtype (default: float32 on CPU)")
+    parser.add_argument("--format", default="glb,ply", help=f"comma-separated mesh formats from {FORMATS}")
+    parser.add_argument("--texture", action="store_true", help="also write a UV-textured GLB (needs xatlas)")
+    parser.add_argument("--grid-size", type=int, default=128, help="marching-cubes grid (>= 8)")
+    parser.add_argument("--gif", action="store_true", help="write a turntable GIF")
+    parser.add_argument("--mp4", action="store_true", help="write a turntable MP4 (needs imageio-ffmpeg)")
+    parser.add_argument("--render-mode", choices=("nerf", "stf"), default="stf", help="turntable renderer")
+    parser.add_argument("--render-size", type=int, default=128, help="turntable frame size in pixels")
+    parser.add_argument("--cache-dir", help="model cache (default: $SHAP_E_CACHE or ~/.cache/shap_e)")
+
+
+def parse_formats(value: str) -> List[str]:
+    from shap_e.cli import CliError
+
+    formats = [f.strip().lower() for f in value.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise CliError(f"--format {value!r}: use a comma-separated list of {', '.join(FORMATS)}")
+    return formats
+
+
+def read_prompts(args) -> List[str]:
+    from shap_e.cli import CliError
+
+    if args.prompts:
+        path = Path(args.prompts)
+        if not path.is_file():
+            raise CliError(f"--prompts file {str(path)!r} does not exist")
+        prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    else:
+        prompts = [args.prompt.strip()] if args.prompt and args.prompt.strip() else []
+    if not prompts:
+        raise CliError("the prompt is empty; pass a description such as 'a red chair'")
+    return prompts
+
+
+def read_image(path: str):
+    from PIL import Image, UnidentifiedImageError
+
+    from shap_e.cli import CliError
+
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except FileNotFoundError as e:
+        raise CliError(f"image {path!r} does not exist") from e
+    except (UnidentifiedImageError, OSError) as e:
+        raise CliError(f"{path!r} is not an image Pillow can read") from e
+
+
+def validate(args) -> None:
+    from shap_e.cli import CliError
+
+    if args.batch < 1:
+        raise CliError("--batch must be at least 1")
+    if args.steps < 2:
+        raise CliError("--steps must be at least 2")
+    if args.grid_size < 8:
+        raise CliError("--grid-size must be at least 8")
+
+
+def distributed_share(items: List[Any]) -> List[Any]:
+    """Under torchrun, this process's share of `items` (rank r takes items r, r + world, ...)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return items
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return items[dist.get_rank() :: dist.get_world_size()]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "sample"
+
+
+def run_generate(args) -> None:
+    validate(args)
+    formats = parse_formats(args.format)
+    if args.kind == "text":
+        jobs = [(p, {"texts": [p] * args.batch}) for p in read_prompts(args)]
+    else:
+        image = read_image(args.image)
+        jobs = [(Path(args.image).name, {"images": [image] * args.batch})]
+    device = pick_device(args.device)
+    name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
+    models = load_pipeline(name, device, args.cache_dir)
+    for label, model_kwargs in distributed_share(jobs):
+        generate_one(models, name, label, model_kwargs, formats, device, args)
+
+
+def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
+    from shap_e.cli import CliError
+    from shap_e.cli.common import weights_cached
+    from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
+    from shap_e.models.download import load_config, load_model
+
+    decoders = DECODERS.get(name)
+    if not decoders:
+        raise CliError(f"no decoder is known for model {name!r}; known priors: {', '.join(sorted(DECODERS))}")
+    decoder = next((d for d in decoders if weights_cached(d, cache_dir)), decoders[-1])
+    t0 = time.perf_counter()
+    prior = load_model(name, device=device, cache_dir=cache_dir)
+    xm = load_model(decoder, device=device, cache_dir=cache_dir)
+    diffusion = diffusion_from_config(load_config("diffusion"))
+    say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
+    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder}
+
+
+def generate_one(models, name, label, model_kwargs, formats, device, args) -> None:
+    from shap_e.diffusion.sample import sample_latents
+
+    generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
+    t0 = time.perf_counter()
+    latents = sample_latents(
+        args.batch, models["prior"], models["diffusion"], model_kwargs, args.guidance, True,
+        False, True, args.steps, 1e-3, 160.0, 0.0, device=device, progress=True,
+        sampler=args.sampler, generator=generators, dtype=DTYPES.get(args.dtype),
+    )
+    sample_seconds = time.perf_counter() - t0
+    for i, latent in enumerate(latents):
+        meta = {
+            "prompt" if args.kind == "text" else "image": label, "model": name, "decoder": models["decoder"],
+            "seed": args.seed + i, "sampler": args.sampler, "steps": args.steps, "guidance": args.guidance,
+            "grid_size": args.grid_size, "package_version": __version__,
+            "seconds": {"sampling_batch": round(sample_seconds, 3)},
+        }
+        folder = Path(args.output) / f"{slug(label)}_seed{args.seed + i}"
+        write_sample(models["xm"], latent, folder, formats, meta, args)
+        say(f"wrote {folder}")
+
+
+def write_sample(xm, latent: torch.Tensor, folder: Path, formats, meta: Dict[str, Any], args) -> None:
+    from shap_e.rendering.export import save_mesh, save_textured_glb
+    from shap_e.util.notebooks import decode_latent_mesh, latent_color_fn, save_gif, save_mp4, turntable
+
+    with atomic_directory(folder) as tmp:
+        torch.save(latent.detach().cpu(), tmp / "latent.pt")
+        t0 = time.perf_counter()
+        mesh = decode_latent_mesh(xm, latent, grid_size=args.grid_size)
+        meta["seconds"]["mesh"] = round(time.perf_counter() - t0, 3)
+        for fmt in formats:
+            save_mesh(mesh, tmp / f"mesh.{fmt}")
+        if args.texture:
+            save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent))
+        if args.gif or args.mp4:
+            t0 = time.perf_counter()
+            frames = turntable(xm, latent, size=args.render_size, rendering_mode=args.render_mode)
+            meta["seconds"]["turntable"] = round(time.perf_counter() - t0, 3)
+            if args.gif:
+                save_gif(frames, tmp / "turntable.gif")
+            if args.mp4:
+                save_mp4(frames, tmp / "turntable.mp4")
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")

