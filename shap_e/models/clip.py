@@ -204,14 +204,15 @@ class FrozenCLIP:
 
     def __init__(
         self,
-        name_or_dir: Union[str, Path] = DEFAULT_CLIP,
+        name_or_dir: Union[str, Path, None] = None,
         cache_dir: Optional[Union[str, Path]] = None,
         device: Union[str, torch.device, None] = None,
         dtype: torch.dtype = torch.float32,
     ) -> None:
         from shap_e.models.configs import resolve_device
 
-        self.name_or_dir = str(name_or_dir)
+        # $SHAP_E_CLIP points every default CLIP at a local copy (a `save_pretrained` folder).
+        self.name_or_dir = str(name_or_dir or os.environ.get("SHAP_E_CLIP") or DEFAULT_CLIP)
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.device = resolve_device(device) or torch.device("cpu")
         self.dtype = dtype
@@ -223,11 +224,12 @@ class FrozenCLIP:
     @classmethod
     def from_pretrained(
         cls,
-        name_or_dir: Union[str, Path] = DEFAULT_CLIP,
+        name_or_dir: Union[str, Path, None] = None,
         cache_dir: Optional[Union[str, Path]] = None,
         device: Union[str, torch.device, None] = None,
     ) -> "FrozenCLIP":
-        """A lazy CLIP: a hub id (default ViT-L/14) or a local `save_pretrained` folder."""
+        """A lazy CLIP: a hub id or a local `save_pretrained` folder (default: `$SHAP_E_CLIP`, else
+        ViT-L/14 from the Hugging Face hub cache)."""
         return cls(name_or_dir, cache_dir=cache_dir, device=device)
 
     def _resolve(self) -> Tuple[str, bool]:
@@ -345,9 +347,9 @@ _DEFAULT_CLIPS: dict = {}
 
 def default_clip(device: Union[str, torch.device, None] = None) -> FrozenCLIP:
     """One shared lazy ViT-L/14 per device (nothing is loaded until it embeds something)."""
-    key = str(device or "cpu")
+    key = (str(device or "cpu"), os.environ.get("SHAP_E_CLIP"))
     if key not in _DEFAULT_CLIPS:
-        _DEFAULT_CLIPS[key] = FrozenCLIP.from_pretrained(DEFAULT_CLIP, device=device)
+        _DEFAULT_CLIPS[key] = FrozenCLIP.from_pretrained(device=device)
     return _DEFAULT_CLIPS[key]
 
 

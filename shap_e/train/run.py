@@ -1,5 +1,9 @@
 """Train a stage from a YAML config: `shap-e train text|image --config FILE` or `python -m shap_e.train`.
 
+Transmitter config keys: `model` (a Transmitter config dict or registry name), `data` (a folder of
+mesh files), `cache_dir` (encoder batches), `assets_per_step`, `n_sdf`, `n_color`, `n_rays`
+(supervision samples per asset and step), `loss_weights` (`sdf`, `color`, `nerf`), `init`, `train`.
+
 Diffusion config keys: `model` (a model config dict, or a registry name such as `text300M` to build
 its architecture), `diffusion` (a diffusion config), `data` (a latent dataset file, see
 `LatentDataset`), `batch_size`, `init` (optional: a registry name or a weights file to start from,
@@ -16,7 +20,9 @@ from shap_e.models.configs import check_keys
 from shap_e.train.loop import TrainConfig, Trainer
 
 DIFFUSION_KEYS = {"model", "diffusion", "data", "batch_size", "init", "train"}
-STAGES = ("text", "image")
+TRANSMITTER_KEYS = {
+    "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "init", "train"
+}
 
 
 def read_training_config(path) -> Dict[str, Any]:
@@ -29,8 +35,14 @@ def read_training_config(path) -> Dict[str, Any]:
     return config
 
 
-def build_diffusion_model(model_config, init: Optional[str], device: torch.device) -> torch.nn.Module:
-    """The prior from a config dict or registry name, optionally initialised from weights."""
+def training_device() -> torch.device:
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
+
+
+def build_model(model_config, init: Optional[str], device: torch.device) -> torch.nn.Module:
+    """A model from a config dict or registry name, optionally initialised from weights."""
     from shap_e.models.configs import model_from_config
     from shap_e.models.download import load_config, load_model, load_state_dict_file, load_state_dict_strict
 
@@ -57,16 +69,16 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
         take_over_cond_dropout,
     )
 
-    if stage not in STAGES:
-        raise ValueError(f"stage {stage!r} is unknown; valid stages: {list(STAGES)}")
+    if stage not in ("text", "image"):
+        raise ValueError(f"stage {stage!r} is not a diffusion stage; valid: ['text', 'image']")
     check_keys(config, DIFFUSION_KEYS, f"{stage} training")
     missing = sorted({"model", "diffusion", "data"} - set(config))
     if missing:
         raise ValueError(f"the {stage} training config lacks {missing}")
     train_config = TrainConfig(**dict(config.get("train") or {}))
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    device = training_device()
     torch.manual_seed(train_config.seed)
-    model = build_diffusion_model(config["model"], config.get("init"), device)
+    model = build_model(config["model"], config.get("init"), device)
     expected = "text" if stage == "text" else "image_grid"
     if model.conditioning != expected:
         raise ValueError(f"the model is conditioned on {model.conditioning!r}, but stage {stage!r} needs {expected!r}")
@@ -77,6 +89,43 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
         dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop
     )
     trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
+    if resume:
+        trainer.resume()
+    trainer.fit()
+    return export_weights(trainer)
+
+
+def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
+    """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights."""
+    from shap_e.train.transmitter_training import (
+        LossWeights,
+        load_asset_records,
+        mesh_files,
+        transmitter_batch_fn,
+        transmitter_loss_fn,
+    )
+
+    check_keys(config, TRANSMITTER_KEYS, "transmitter training")
+    missing = sorted({"model", "data"} - set(config))
+    if missing:
+        raise ValueError(f"the transmitter training config lacks {missing}")
+    train_config = TrainConfig(**dict(config.get("train") or {}))
+    weights = dict(config.get("loss_weights") or {})
+    check_keys(weights, {"sdf", "color", "nerf"}, "loss_weights")
+    device = training_device()
+    torch.manual_seed(train_config.seed)
+    model = build_model(config["model"], config.get("init"), device)
+    if not hasattr(model, "encoder"):
+        raise ValueError("stage 'transmitter' needs a Transmitter model config (name: Transmitter)")
+    records, skipped = load_asset_records(
+        mesh_files(config["data"]), model.encoder, config.get("cache_dir"), train_config.seed, train_config.progress
+    )
+    batch_fn = transmitter_batch_fn(
+        records, int(config.get("assets_per_step", 4)), int(config.get("n_sdf", 4096)),
+        int(config.get("n_color", 2048)), int(config.get("n_rays", 1024)), train_config.seed,
+    )
+    trainer = Trainer(model, transmitter_loss_fn(LossWeights(**weights), device), batch_fn, train_config)
+    trainer.log({"step": trainer.step, "assets": len(records), "skipped_assets": len(skipped)})
     if resume:
         trainer.resume()
     trainer.fit()

@@ -93,7 +93,7 @@ def load_or_create_multimodal_batches(
         load_or_create_multimodal_batch(device, model_path=p, **kwargs)
         for p in tqdm(paths, desc="assets", disable=not progress)
     ]
-    return _stack(batches)
+    return stack_batches(batches)
 
 
 def _check_arguments(mesh_path, model_path, mv_light_mode, mv_image_size, point_count, random_sample_count) -> str:
@@ -151,7 +151,8 @@ def _from_dict(data: Dict) -> MultimodalBatch:
     )
 
 
-def _stack(batches: Sequence[MultimodalBatch]) -> MultimodalBatch:
+def stack_batches(batches: Sequence[MultimodalBatch]) -> MultimodalBatch:
+    """Concatenate single- or multi-asset batches along the batch axis (cameras get shape (B, V))."""
     first = batches[0]
     if first.views is None:
         return MultimodalBatch(points=torch.cat([b.points for b in batches]))

@@ -57,6 +57,10 @@ class Transmitter(nn.Module):
     def encode_to_bottleneck(self, batch, generator: Optional[torch.Generator] = None) -> torch.Tensor:
         return self.encoder.encode_to_bottleneck(batch, generator)
 
+    def forward(self, batch, generator: Optional[torch.Generator] = None) -> Dict[str, torch.Tensor]:
+        """Asset batch -> NeRSTF weights `{name: [batch, rows, cols]}` (what training differentiates)."""
+        return self.encoder(batch, generator)
+
 
 class ChannelsDecoder(nn.Module):
     def __init__(self, params_proj: ChannelsParamsProj, renderer: nn.Module):

@@ -1,0 +1,151 @@
+"""Transmitter training: encoder + params projection + NeRSTF MLP, supervised by the asset itself.
+
+Each step encodes a few assets and asks the decoded field for (a) signed distances at points near
+and away from the surface, (b) the STF colour at surface points, and (c) NeRF renders of random
+pixels of the encoder's own multiview images (coarse and fine passes, SPEC §5.5).
+"""
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from shap_e.rendering.nerf import render_rays
+from shap_e.train.loop import step_generator
+from shap_e.train.transmitter_targets import AssetTargets, asset_targets
+from shap_e.util.batch import MultimodalBatch
+
+MESH_SUFFIXES = (".obj", ".ply", ".stl", ".off", ".glb", ".gltf")
+
+
+@dataclass
+class AssetRecord:
+    batch: MultimodalBatch  # one asset (batch size 1), CPU
+    targets: AssetTargets
+
+
+@dataclass
+class TransmitterBatch:
+    encoder_batch: MultimodalBatch
+    sdf_points: torch.Tensor  # [batch, n_sdf, 3]
+    sdf_values: torch.Tensor  # [batch, n_sdf]
+    color_points: torch.Tensor  # [batch, n_color, 3]
+    colors: torch.Tensor  # [batch, n_color, 3] sRGB
+    rays: torch.Tensor  # [batch, n_rays, 2, 3]
+    ray_colors: torch.Tensor  # [batch, n_rays, 3] in [0, 1], black background
+    render_seed: int = 0
+
+
+@dataclass
+class LossWeights:
+    sdf: float = 1.0
+    color: float = 1.0
+    nerf: float = 1.0
+    extra: Dict[str, float] = field(default_factory=dict)
+
+
+def mesh_files(directory) -> List[Path]:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"dataset folder {str(directory)!r} does not exist")
+    files = sorted(p for p in directory.rglob("*") if p.suffix.lower() in MESH_SUFFIXES)
+    if not files:
+        raise ValueError(f"dataset folder {directory} holds no mesh files ({', '.join(MESH_SUFFIXES)})")
+    return files
+
+
+def load_asset_records(
+    paths: Sequence[Path], encoder: nn.Module, cache_dir=None, seed: int = 0, progress: bool = True
+) -> Tuple[List[AssetRecord], List[Tuple[str, str]]]:
+    """Encoder batches and supervision for every readable asset; unreadable ones are skipped and returned."""
+    from shap_e.util.asset_loading import load_asset
+    from shap_e.util.data_util import load_or_create_multimodal_batch
+
+    records, skipped = [], []
+    for i, path in enumerate(tqdm(paths, desc="assets", disable=not progress)):
+        try:
+            batch = load_or_create_multimodal_batch(
+                torch.device("cpu"), model_path=str(path), cache_dir=cache_dir,
+                point_count=encoder.inner_batch_size[0], mv_light_mode="basic",
+                mv_num_views=encoder.inner_batch_size[1], mv_image_size=encoder.image_size, seed=seed,
+            )
+            targets = asset_targets(load_asset(str(path)), generator=torch.Generator().manual_seed(seed + i))
+        except (ValueError, OSError, IndexError, RuntimeError) as e:
+            skipped.append((str(path), f"{type(e).__name__}: {e}"))
+            continue
+        records.append(AssetRecord(batch, targets))
+    if skipped:
+        warnings.warn(f"skipped {len(skipped)} unreadable asset(s), e.g. {skipped[0][0]}: {skipped[0][1]}")
+    if not records:
+        raise ValueError(f"none of the {len(paths)} assets could be read")
+    return records, skipped
+
+
+def _pick(values: torch.Tensor, n: int, g: torch.Generator) -> torch.Tensor:
+    return values[torch.randint(0, len(values), (n,), generator=g)]
+
+
+def transmitter_batch_fn(
+    records: Sequence[AssetRecord], assets_per_step: int, n_sdf: int, n_color: int, n_rays: int, seed: int
+) -> Callable[[int, int, int], TransmitterBatch]:
+    """Everything random in a step comes from `step_generator(seed, step, rank)`."""
+    from shap_e.util.data_util import stack_batches
+
+    def batch_fn(step: int, rank: int, world_size: int) -> TransmitterBatch:
+        g = step_generator(seed, step, rank)
+        chosen = [records[i] for i in torch.randint(0, len(records), (assets_per_step,), generator=g)]
+        sdf_points, sdf_values, color_points, colors, rays, ray_colors = [], [], [], [], [], []
+        for record in chosen:
+            t = record.targets
+            index = torch.randint(0, len(t.sdf_points), (n_sdf,), generator=g)
+            sdf_points.append(t.sdf_points[index])
+            sdf_values.append(t.sdf_values[index])
+            index = torch.randint(0, len(t.color_points), (n_color,), generator=g)
+            color_points.append(t.color_points[index])
+            colors.append(t.colors[index])
+            views = record.batch.views[0]  # [V, 3, S, S]
+            all_rays = record.batch.cameras.rays()  # [V, S*S, 2, 3]
+            v = torch.randint(0, views.shape[0], (n_rays,), generator=g)
+            p = torch.randint(0, all_rays.shape[1], (n_rays,), generator=g)
+            rays.append(all_rays[v, p])
+            ray_colors.append((views.flatten(2)[v, :, p] + 1) / 2)
+        return TransmitterBatch(
+            stack_batches([r.batch for r in chosen]), torch.stack(sdf_points), torch.stack(sdf_values),
+            torch.stack(color_points), torch.stack(colors), torch.stack(rays), torch.stack(ray_colors),
+            render_seed=int(torch.randint(0, 2**31 - 1, (1,), generator=g)),
+        )
+
+    return batch_fn
+
+
+def transmitter_loss_fn(weights: LossWeights, device: torch.device):
+    """`loss_fn(model, batch)`: weighted SDF (L1), STF colour (MSE) and NeRF (MSE, both passes) terms."""
+
+    def loss_fn(model: nn.Module, batch: TransmitterBatch) -> Dict[str, torch.Tensor]:
+        core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+        params = model(batch.encoder_batch.to(device))
+        mlp = {k[len("nerstf."):]: v for k, v in params.items()}
+        nerstf = core.renderer.nerstf
+
+        def field_fn(position, direction, heads):
+            return nerstf.query(position, mlp, direction, heads)
+
+        sdf = field_fn(batch.sdf_points.to(device), None, ("sdf",)).sdf[..., 0]
+        loss_sdf = F.l1_loss(sdf, batch.sdf_values.to(device).clamp(-1, 1))
+        color = field_fn(batch.color_points.to(device), None, ("color_stf",)).color_stf
+        loss_color = F.mse_loss(color, batch.colors.to(device))
+        render = render_rays(
+            field_fn, batch.rays.to(device), core.renderer.box.to(device), core.renderer.void.background,
+            core.renderer.n_coarse_samples, core.renderer.n_fine_samples, False,
+            torch.Generator(device=device).manual_seed(batch.render_seed),
+        )
+        target = batch.ray_colors.to(device)
+        loss_nerf = F.mse_loss(render.channels, target) + F.mse_loss(render.channels_coarse, target)
+        loss = weights.sdf * loss_sdf + weights.color * loss_color + weights.nerf * loss_nerf
+        return {"loss": loss, "sdf": loss_sdf, "color": loss_color, "nerf": loss_nerf}
+
+    return loss_fn

@@ -1,0 +1,120 @@
+"""The `shap-e` command end to end on tiny registered models (weights served from file:// URLs)."""
+import hashlib
+import json
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import save_file
+
+from shap_e.cli import generate, main
+from shap_e.models import registry
+
+
+def register_tiny(monkeypatch, tmp_path, name, config, state_dict):
+    weights = tmp_path / f"{name}.safetensors"
+    save_file({k: v.contiguous() for k, v in state_dict.items()}, str(weights))
+    config_file = tmp_path / f"{name}.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    spec = registry.ModelSpec(
+        name=name, config_file=str(config_file), url=weights.as_uri(),
+        sha256=hashlib.sha256(weights.read_bytes()).hexdigest(), description=f"tiny test model {name}",
+    )
+    monkeypatch.setitem(registry.MODELS, name, spec)
+
+
+@pytest.fixture
+def tiny_models(monkeypatch, tmp_path, golden):
+    from transformers import CLIPConfig, CLIPModel
+
+    d, f = golden("d"), golden("f")
+    register_tiny(monkeypatch, tmp_path, "tiny-text", d["config"]["text_model"], d["state_dict"]["text_model"])
+    register_tiny(monkeypatch, tmp_path, "tiny-xm", f["config"]["transmitter"], f["state_dict"])
+    monkeypatch.setitem(generate.DECODERS, "tiny-text", ("tiny-xm",))
+    common = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
+    clip_config = CLIPConfig(
+        text_config=dict(vocab_size=49408, max_position_embeddings=77, bos_token_id=49406,
+                         eos_token_id=49407, pad_token_id=0, **common),
+        vision_config=dict(image_size=32, patch_size=8, **common), projection_dim=768,
+    )
+    torch.manual_seed(0)
+    CLIPModel(clip_config).save_pretrained(tmp_path / "clip")
+    monkeypatch.setenv("SHAP_E_CLIP", str(tmp_path / "clip"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_text_command_writes_meshes_turntable_and_meta(tiny_models, capsys):
+    out, cache = tiny_models / "out", tiny_models / "cache"
+    argv = ["text", "a red cube", "--model", "tiny-text", "-o", str(out), "--steps", "2", "--batch", "2",
+            "--format", "glb,ply,obj", "--gif", "--grid-size", "16", "--render-size", "16",
+            "--device", "cpu", "--cache-dir", str(cache), "--seed", "7"]
+    assert main(argv) == 0, capsys.readouterr().err
+    folders = sorted(p.name for p in out.iterdir())
+    assert folders == ["a_red_cube_seed7", "a_red_cube_seed8"]
+    sample = out / "a_red_cube_seed7"
+    assert {p.name for p in sample.iterdir()} == {
+        "mesh.glb", "mesh.ply", "mesh.obj", "turntable.gif", "meta.json", "latent.pt"
+    }
+    meta = json.loads((sample / "meta.json").read_text())
+    assert meta["prompt"] == "a red cube" and meta["seed"] == 7 and meta["model"] == "tiny-text"
+    # The same seed alone reproduces sample 7 of the batch (one generator per sample).
+    again = tiny_models / "again"
+    argv_alone = argv[:6] + ["-o", str(again)] + argv[8:10] + ["--batch", "1"] + argv[12:]
+    assert main(argv_alone) == 0
+    a = torch.load(sample / "latent.pt", weights_only=True)
+    b = torch.load(again / "a_red_cube_seed7" / "latent.pt", weights_only=True)
+    torch.testing.assert_close(a, b, atol=2e-4, rtol=0)
+
+
+def test_decode_command_writes_a_mesh_from_a_latent(tiny_models, golden):
+    latent = golden("f")["inputs"]["latent"][0]
+    torch.save(latent, tiny_models / "latent.pt")
+    out = tiny_models / "decoded"
+    argv = ["decode", str(tiny_models / "latent.pt"), "-o", str(out), "--model", "tiny-xm", "--format", "ply",
+            "--grid-size", "16", "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
+    assert main(argv) == 0
+    assert (out / "mesh.ply").read_bytes().startswith(b"ply\n")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["text", "  "], "the prompt is empty"),
+        (["text", "a cube", "--model", "nope"], "--model 'nope' is not in the registry"),
+        (["text", "a cube", "--format", "fbx"], "--format 'fbx'"),
+        (["image", "no_such_picture.png"], "does not exist"),
+        (["decode", "missing.pt", "-o", "x"], "latent file 'missing.pt' does not exist"),
+        (["download", "nope"], "unknown model(s) nope"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_an_image_that_is_not_an_image_is_rejected(tmp_path, capsys):
+    bad = tmp_path / "photo.png"
+    bad.write_text("not a picture")
+    assert main(["image", str(bad)]) == 2
+    assert "is not an image" in capsys.readouterr().err
+
+
+def test_unwritable_output_directory_is_reported(tiny_models, golden, capsys):
+    torch.save(golden("f")["inputs"]["latent"][0], tiny_models / "latent.pt")
+    blocker = tiny_models / "file"
+    blocker.write_text("x")
+    argv = ["decode", str(tiny_models / "latent.pt"), "-o", str(blocker / "sub"), "--model", "tiny-xm",
+            "--grid-size", "16", "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
+    assert main(argv) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_models_command_lists_the_registry(capsys, tmp_path):
+    assert main(["models", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for name in ("transmitter", "decoder", "text300M", "image300M"):
+        assert name in out

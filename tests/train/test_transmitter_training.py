@@ -1,0 +1,45 @@
+"""Transmitter training on procedural assets: the loss falls; bad assets are skipped and counted."""
+import pytest
+import torch
+
+from shap_e.data import write_dataset
+from shap_e.models.configs import model_from_config
+from shap_e.train.loop import TrainConfig, Trainer
+from shap_e.train.transmitter_training import (
+    LossWeights,
+    load_asset_records,
+    mesh_files,
+    transmitter_batch_fn,
+    transmitter_loss_fn,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(golden, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("assets")
+    write_dataset(folder, n=3, seed=0)
+    (folder / "broken.obj").write_text("this is not a mesh\n")
+    torch.manual_seed(0)
+    model = model_from_config(golden("e")["config"])
+    return folder, model
+
+
+@pytest.mark.slow
+def test_transmitter_loss_falls_on_procedural_assets(tiny_setup, tmp_path):
+    folder, model = tiny_setup
+    with pytest.warns(UserWarning, match="skipped 1 unreadable asset"):
+        records, skipped = load_asset_records(mesh_files(folder), model.encoder, progress=False)
+    assert len(records) == 3 and skipped[0][0].endswith("broken.obj")
+    batch_fn = transmitter_batch_fn(records, assets_per_step=2, n_sdf=512, n_color=256, n_rays=64, seed=0)
+    loss_fn = transmitter_loss_fn(LossWeights(), torch.device("cpu"))
+    config = TrainConfig(steps=60, lr=2e-3, out_dir=str(tmp_path), progress=False, ema_decay=0.0)
+    trainer = Trainer(model, loss_fn, batch_fn, config)
+    losses = [trainer.train_step()["loss"] for _ in range(60)]
+    assert sum(losses[-8:]) / 8 < 0.7 * sum(losses[:8]) / 8
+
+
+def test_empty_dataset_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="holds no mesh files"):
+        mesh_files(tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        mesh_files(tmp_path / "missing")
