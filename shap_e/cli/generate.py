@@ -125,8 +125,8 @@ def run_generate(args) -> None:
     else:
         image = read_image(args.image)
         jobs = [(Path(args.image).name, {"images": [image] * args.batch})]
-    device = pick_device(args.device)
     name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
+    device = pick_device(args.device)
     models = load_pipeline(name, device, args.cache_dir)
     for label, model_kwargs in distributed_share(jobs):
         generate_one(models, name, label, model_kwargs, formats, device, args)

@@ -1,0 +1,149 @@
+"""NeRSTFRenderer: config handling, NeRF and STF renders against golden f."""
+import copy
+
+import pytest
+import torch
+
+from shap_e.models.renderer import NeRSTFRenderer, RenderOutput, build_renderer
+from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
+
+NERF_FIELDS = (
+    "channels", "transmittance", "depth", "distances", "t0", "t1", "intersected",
+    "channels_coarse", "distances_coarse", "transmittance_coarse", "raw_signed_distance", "raw_density",
+)
+
+
+@pytest.fixture(scope="module")
+def setup(golden):
+    f = golden("f")
+    renderer = build_renderer(f["config"]["transmitter"]["renderer"])
+    prefix = "renderer."
+    renderer.load_state_dict({k[len(prefix):]: v for k, v in f["state_dict"].items() if k.startswith(prefix)}, strict=True)
+    return renderer, f["outputs"]["params"], f
+
+
+def _golden_nerf_cameras(f) -> ProjectiveCamera:
+    pan = create_pan_cameras(16)
+    idx = f["inputs"]["nerf_camera_indices_in_pan16"]
+    return ProjectiveCamera(
+        origin=pan.origin[idx], x=pan.x[idx], y=pan.y[idx], z=pan.z[idx],
+        width=16, height=16, x_fov=0.7, y_fov=0.7, shape=(1, 2),
+    )
+
+
+def test_built_renderer_has_exactly_the_checkpoint_keys(golden):
+    f = golden("f")
+    renderer = build_renderer(f["config"]["transmitter"]["renderer"])
+    expected = {k[len("renderer."):] for k in f["state_dict"] if k.startswith("renderer.")}
+    assert set(renderer.state_dict()) == expected
+    assert renderer.grid_size == 32
+    torch.testing.assert_close(renderer.void.background, torch.tensor([64.0, 128.0, 255.0]) / 255)
+
+
+def test_config_errors_list_valid_keys_and_reject_unsupported_values(golden):
+    config = golden("f")["config"]["transmitter"]["renderer"]
+    with pytest.raises(ValueError, match="valid keys"):
+        build_renderer({**config, "n_samples": 3})
+    with pytest.raises(ValueError, match="valid keys"):
+        build_renderer({**config, "nerstf": {**config["nerstf"], "width": 3}})
+    with pytest.raises(ValueError, match="activation"):
+        build_renderer({**config, "nerstf": {**config["nerstf"], "activation": "relu"}})
+    with pytest.raises(ValueError, match="grid_size"):
+        build_renderer({**config, "grid_size": 4})
+
+
+def test_meta_device_builds_without_memory(golden):
+    renderer = build_renderer(golden("f")["config"]["transmitter"]["renderer"], device="meta")
+    assert renderer.nerstf.mlp[5].weight.is_meta
+
+
+@pytest.mark.parametrize("name, query_batch_size", [("nerf_nodir", None), ("nerf_withdir", None), ("nerf_nodir", 1000)])
+def test_nerf_render_matches_golden_with_the_seeded_global_rng(setup, name, query_batch_size):
+    renderer, params, f = setup
+    ref = f["outputs"][name]
+    torch.manual_seed(ref["args"]["seed"])
+    with torch.no_grad():
+        out = renderer.render_views(
+            _golden_nerf_cameras(f), params, rendering_mode="nerf",
+            render_with_direction=ref["args"]["render_with_direction"], ray_batch_size=ref["args"]["ray_batch_size"],
+            query_batch_size=query_batch_size,
+        )
+    assert isinstance(out, RenderOutput)
+    for field in NERF_FIELDS:
+        value = getattr(out, field)
+        assert value.shape == ref[field].shape, field
+        if field == "intersected":
+            assert torch.equal(value, ref[field])
+        else:
+            torch.testing.assert_close(value, ref[field], atol=1e-4, rtol=0, msg=field)
+    assert torch.equal(out.channels.clamp(0, 255).to(torch.uint8), ref["images_uint8"])
+
+
+def test_nerf_accepts_a_ray_batch_size_that_does_not_divide_the_pixel_count(setup):
+    renderer, params, f = setup
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        out = renderer.render_views(
+            _golden_nerf_cameras(f), params, rendering_mode="nerf", ray_batch_size=100, generator=generator
+        )
+    ref = f["outputs"]["nerf_nodir"]
+    assert out.channels.shape == (1, 2, 16, 16, 3)
+    # Deterministic quantities do not depend on the chunking; colours stay close to the golden ones.
+    torch.testing.assert_close(out.t1, ref["t1"], atol=1e-6, rtol=0)
+    assert (out.channels - ref["channels"]).abs().mean() < 5.0
+
+
+def test_stf_render_reproduces_golden_grid_mesh_and_colours(setup):
+    renderer, params, f = setup
+    ref = f["outputs"]["stf"]
+    with torch.no_grad():
+        out = renderer.render_views(create_pan_cameras(2), params, rendering_mode="stf")
+    torch.testing.assert_close(out.fields, ref["fields_padded"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.raw_signed_distance, ref["raw_signed_distance"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.raw_density, ref["raw_density"], atol=1e-5, rtol=0)
+    assert torch.equal(out.mesh_mask, ref["mesh_mask"])
+    mesh = out.meshes[0]
+    torch.testing.assert_close(mesh.verts, ref["mesh"]["verts"], atol=1e-4, rtol=0)
+    assert torch.equal(mesh.faces, ref["mesh"]["faces"])
+    for c in "RGB":
+        torch.testing.assert_close(mesh.vertex_channels[c], ref["mesh"]["vertex_channels"][c], atol=1e-6, rtol=0)
+    assert out.channels.shape == (1, 20, 2, 2, 3) and out.transmittance.shape == (1, 20, 2, 2, 1)
+
+
+def test_extract_mesh_does_not_depend_on_the_query_chunk_size(setup):
+    renderer, params, _ = setup
+    with torch.no_grad():
+        a = renderer.extract_mesh(params, query_batch_size=32768)[0]
+        b = renderer.extract_mesh(params, query_batch_size=1000)[0]
+    assert torch.equal(a.verts, b.verts) and torch.equal(a.faces, b.faces)
+    assert torch.equal(a.vertex_channels["R"], b.vertex_channels["R"])
+
+
+def test_an_empty_field_gives_the_placeholder_mesh_and_a_blank_image(setup):
+    renderer, params, _ = setup
+    empty = copy.deepcopy(renderer)
+    with torch.no_grad():
+        empty.nerstf.mlp[6].weight.zero_()
+        empty.nerstf.mlp[6].bias.fill_(-1.0)  # SDF = tanh(-1) < 0 everywhere: nothing inside
+        out = empty.render_views(create_pan_cameras(4), params, rendering_mode="stf")
+    assert out.mesh_mask.tolist() == [False]
+    mesh = out.meshes[0]
+    assert mesh.faces.tolist() == [[0, 1, 2]]
+    torch.testing.assert_close(mesh.verts, torch.full((3, 3), out.fields[0].mean().item()))
+    assert out.channels.abs().max() == 0 and out.transmittance.min() == 1
+
+
+def test_bad_arguments_raise_before_rendering(setup):
+    renderer, params, f = setup
+    cameras = create_pan_cameras(2)
+    with pytest.raises(ValueError, match="rendering_mode"):
+        renderer.render_views(cameras, params, rendering_mode="mesh")
+    with pytest.raises(ValueError, match="lacks"):
+        renderer.render_views(cameras, {}, rendering_mode="stf")
+    with pytest.raises(ValueError, match="batch size"):
+        renderer.render_views(cameras.reshape(20), params, rendering_mode="stf")
+    with pytest.raises(ValueError, match="grid_size"):
+        renderer.extract_mesh(params, grid_size=7)
+    with pytest.raises(ValueError, match="rasterizer"):
+        renderer.render_views(cameras, params, rasterizer="opengl")
+    assert isinstance(renderer, NeRSTFRenderer)
