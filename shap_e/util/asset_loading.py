@@ -11,6 +11,7 @@ source that exists: a UV texture (times a glTF base-colour factor), vertex colou
 material colour, else Blender's default base colour 0.8 (linear).
 """
 import os
+import warnings
 from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
@@ -23,6 +24,7 @@ __all__ = ["AssetMesh", "load_asset", "srgb_to_linear", "linear_to_srgb", "DEFAU
 DEFAULT_LINEAR_COLOR = 0.8
 # Formats whose files are +Y up and which Blender's importers turn to +Z up on import.
 _Y_UP_EXTENSIONS = (".obj", ".glb", ".gltf")
+SUPPORTED_EXTENSIONS = (".obj", ".ply", ".stl", ".off", ".glb", ".gltf")
 _UP_AXES = ("auto", "y", "z")
 
 
@@ -97,13 +99,31 @@ def load_asset(path: str, up_axis: str = "auto") -> AssetMesh:
         raise ValueError(f"up_axis must be one of {_UP_AXES}, got {up_axis!r}")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no asset file at {path!r}")
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in SUPPORTED_EXTENSIONS:
+        raise ValueError(f"unsupported asset format {extension!r} ({path}); use one of {SUPPORTED_EXTENSIONS}")
     if up_axis == "auto":
-        up_axis = "y" if os.path.splitext(path)[1].lower() in _Y_UP_EXTENSIONS else "z"
+        up_axis = "y" if extension in _Y_UP_EXTENSIONS else "z"
     scene = trimesh.load(path, force="scene", process=False)
     parts = [_load_part(mesh, transform) for mesh, transform in _scene_meshes(scene)]
     if not parts:
         raise ValueError(f"{path!r} contains no triangles; pass a file with a triangle mesh")
-    return _normalise(_concatenate(parts), y_up=up_axis == "y")
+    return _normalise(_drop_non_finite(_concatenate(parts), path), y_up=up_axis == "y")
+
+
+def _drop_non_finite(mesh: AssetMesh, path: str) -> AssetMesh:
+    """Faces touching NaN/inf vertices are dropped with a warning (they have no place in space)."""
+    bad_vertex = ~torch.isfinite(mesh.verts).all(dim=1)
+    if not bad_vertex.any():
+        return mesh
+    keep = ~bad_vertex[mesh.faces].any(dim=1)
+    if not keep.any():
+        raise ValueError(f"{path!r}: every face has a NaN or infinite vertex; nothing is left to encode")
+    warnings.warn(f"{path}: dropped {int((~keep).sum())} face(s) with NaN or infinite vertices")
+    return replace(
+        mesh, faces=mesh.faces[keep], corner_colors=mesh.corner_colors[keep], corner_uvs=mesh.corner_uvs[keep],
+        face_texture=mesh.face_texture[keep], verts=torch.nan_to_num(mesh.verts),
+    )
 
 
 def _scene_meshes(scene) -> List[Tuple[object, np.ndarray]]:
@@ -150,6 +170,8 @@ def _part_colors(visual, faces: np.ndarray, n_verts: int):
             base = _rgb01(factor) if factor is not None else np.ones(3)
             texture = _srgb_np_to_linear(np.asarray(image.convert("RGB"), dtype=np.float64) / 255)
             return np.broadcast_to(_srgb_np_to_linear(base), (n_faces, 3, 3)), np.asarray(uv)[faces], texture
+        if image is None and uv is not None:
+            warnings.warn("a texture of the asset could not be loaded; using its material colour instead")
         return np.broadcast_to(_srgb_np_to_linear(_rgb01(material.main_color)), (n_faces, 3, 3)), uvs, None
     if kind == "vertex":
         colors = _srgb_np_to_linear(_rgb01(visual.vertex_colors))

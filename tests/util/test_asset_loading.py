@@ -146,3 +146,62 @@ def test_bad_arguments_are_reported(tmp_path):
     trimesh.creation.box().export(tmp_path / "box.ply")
     with pytest.raises(ValueError, match="up_axis"):
         load_asset(str(tmp_path / "box.ply"), up_axis="x")
+
+
+def test_unsupported_format_is_named(tmp_path):
+    path = tmp_path / "shape.xyz"
+    path.write_text("1 2 3\n")
+    with pytest.raises(ValueError, match=r"unsupported asset format '\.xyz'"):
+        load_asset(str(path))
+
+
+def test_mesh_without_faces_is_rejected(tmp_path):
+    path = tmp_path / "points.ply"
+    trimesh.PointCloud(np.random.default_rng(0).random((10, 3))).export(path)
+    with pytest.raises(ValueError, match="contains no triangles"):
+        load_asset(str(path))
+
+
+def test_nan_vertices_drop_their_faces_with_a_warning(tmp_path):
+    box = trimesh.creation.box()
+    verts = np.vstack([box.vertices, [[np.nan, 0.0, 0.0]]])
+    faces = np.vstack([box.faces, [[0, 1, len(verts) - 1]]])
+    path = tmp_path / "nan.obj"
+    path.write_text(
+        "".join(f"v {x} {y} {z}\n" for x, y, z in verts) + "".join(f"f {a + 1} {b + 1} {c + 1}\n" for a, b, c in faces)
+    )
+    with pytest.warns(UserWarning, match="dropped 1 face"):
+        asset = load_asset(str(path))
+    assert len(asset.faces) == len(box.faces)
+    assert torch.isfinite(asset.verts).all()
+
+
+def test_missing_texture_falls_back_to_the_material_colour_with_a_warning(tmp_path):
+    (tmp_path / "m.mtl").write_text("newmtl red\nKd 1.0 0.0 0.0\nmap_Kd missing.png\n")
+    (tmp_path / "m.obj").write_text(
+        "mtllib m.mtl\nv 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nusemtl red\nf 1/1 2/2 3/3\n"
+    )
+    with pytest.warns(UserWarning, match="texture .* could not be loaded"):
+        asset = load_asset(str(tmp_path / "m.obj"))
+    assert asset.textures == []
+    torch.testing.assert_close(asset.corner_colors[0, 0], torch.tensor([1.0, 0.0, 0.0]), atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow
+def test_a_two_million_face_mesh_encodes_with_bounded_memory(tmp_path):
+    import resource
+
+    from shap_e.util.data_util import load_or_create_multimodal_batch
+
+    sphere = trimesh.creation.icosphere(subdivisions=7)  # 327,680 faces
+    big = trimesh.util.concatenate([sphere.copy().apply_translation([2.5 * i, 0, 0]) for i in range(7)])
+    assert len(big.faces) > 2_000_000
+    big.export(tmp_path / "big.ply")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    batch = load_or_create_multimodal_batch(
+        torch.device("cpu"), model_path=str(tmp_path / "big.ply"), point_count=1024, random_sample_count=2**14,
+        mv_light_mode="basic", mv_num_views=2, mv_image_size=64,
+    )
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert batch.points.shape == (1, 6, 1024) and batch.view_alphas.sum() > 0
+    assert grown_mb < 3000, f"peak memory grew by {grown_mb:.0f} MB"
