@@ -138,13 +138,15 @@ def transmitter_loss_fn(weights: LossWeights, device: torch.device):
         loss_sdf = F.l1_loss(sdf, batch.sdf_values.to(device).clamp(-1, 1))
         color = field_fn(batch.color_points.to(device), None, ("color_stf",)).color_stf
         loss_color = F.mse_loss(color, batch.colors.to(device))
-        render = render_rays(
-            field_fn, batch.rays.to(device), core.renderer.box.to(device), core.renderer.void.background,
-            core.renderer.n_coarse_samples, core.renderer.n_fine_samples, False,
-            torch.Generator(device=device).manual_seed(batch.render_seed),
-        )
-        target = batch.ray_colors.to(device)
-        loss_nerf = F.mse_loss(render.channels, target) + F.mse_loss(render.channels_coarse, target)
+        loss_nerf = torch.zeros((), device=device)
+        if weights.nerf > 0:  # the NeRF term is the most expensive; a weight of 0 skips it
+            render = render_rays(
+                field_fn, batch.rays.to(device), core.renderer.box.to(device), core.renderer.void.background,
+                core.renderer.n_coarse_samples, core.renderer.n_fine_samples, False,
+                torch.Generator(device=device).manual_seed(batch.render_seed),
+            )
+            target = batch.ray_colors.to(device)
+            loss_nerf = F.mse_loss(render.channels, target) + F.mse_loss(render.channels_coarse, target)
         loss = weights.sdf * loss_sdf + weights.color * loss_color + weights.nerf * loss_nerf
         return {"loss": loss, "sdf": loss_sdf, "color": loss_color, "nerf": loss_nerf}
 

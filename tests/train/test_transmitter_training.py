@@ -43,3 +43,19 @@ def test_empty_dataset_folder_is_a_clear_error(tmp_path):
         mesh_files(tmp_path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         mesh_files(tmp_path / "missing")
+
+
+def test_nerf_weight_zero_skips_rendering(tiny_setup, monkeypatch):
+    import shap_e.train.transmitter_training as tt
+
+    folder, model = tiny_setup
+    with pytest.warns(UserWarning):
+        records, _ = load_asset_records(mesh_files(folder)[:1] + [folder / "broken.obj"], model.encoder, progress=False)
+    batch = transmitter_batch_fn(records, 1, n_sdf=32, n_color=16, n_rays=8, seed=0)(0, 0, 1)
+
+    def no_render(*args, **kwargs):
+        raise AssertionError("render_rays must not run when the NeRF weight is 0")
+
+    monkeypatch.setattr(tt, "render_rays", no_render)
+    terms = transmitter_loss_fn(LossWeights(nerf=0.0), torch.device("cpu"))(model, batch)
+    assert terms["nerf"].item() == 0.0 and torch.isfinite(terms["loss"])
