@@ -3,6 +3,7 @@
 Configs are the constructor keyword arguments of the official release (`shap_e/configs/*.yaml`);
 `model_from_config(config, device)` keeps the official import path and signature.
 """
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Union
 
@@ -24,6 +25,25 @@ def read_config(config: ConfigLike) -> Dict[str, Any]:
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping with a 'name' key, got {type(config).__name__}")
     return dict(config)
+
+
+@contextmanager
+def skip_weight_init():
+    """Build modules without random initialisation, for weights that are loaded right after.
+
+    Every `torch.nn.init.*_` function becomes a no-op inside the block (that is how `nn.Linear`,
+    `nn.LayerNorm` and this package initialise), so tensors keep their uninitialised memory. Saves
+    seconds per 300M-parameter model.
+    """
+    names = [n for n in dir(nn.init) if n.endswith("_") and not n.startswith("_")]
+    saved = {n: getattr(nn.init, n) for n in names}
+    try:
+        for n in names:
+            setattr(nn.init, n, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for n, fn in saved.items():
+            setattr(nn.init, n, fn)
 
 
 def check_keys(config: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:

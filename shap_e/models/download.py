@@ -272,7 +272,7 @@ def load_model(
     :param weights_path: a local `.pt`/`.safetensors` state_dict to use instead of downloading.
     :param config: a config dict or YAML path to use instead of the registered one.
     """
-    from shap_e.models.configs import model_from_config
+    from shap_e.models.configs import model_from_config, skip_weight_init
 
     dev = _device(device)
     spec: ModelSpec = get_spec(name)
@@ -286,6 +286,7 @@ def load_model(
         state, source = load_state_dict_file(weights_path, dev), str(weights_path)
     else:
         state, source = load_checkpoint(name, dev, cache_dir, progress), spec.url
-    model = model_from_config(cfg, device=dev)
+    with skip_weight_init():  # every persistent tensor is overwritten by the strict load below
+        model = model_from_config(cfg, device=dev)
     load_state_dict_strict(model, state, source)
     return model.eval()

@@ -67,3 +67,20 @@ def test_bad_device_string_is_rephrased():
 def test_missing_config_file_is_named():
     with pytest.raises(ValueError, match="is not a file"):
         model_from_config("no/such/config.yaml")
+
+
+def test_skip_weight_init_leaves_init_functions_restored_and_skips_randomness():
+    import torch
+
+    from shap_e.models.configs import skip_weight_init
+
+    normal = torch.nn.init.normal_
+    with skip_weight_init():
+        torch.manual_seed(0)
+        a = torch.nn.Linear(4, 4)
+        state = torch.random.get_rng_state()
+    assert torch.nn.init.normal_ is normal
+    torch.manual_seed(0)
+    torch.nn.Linear(4, 4)
+    assert not torch.equal(state, torch.random.get_rng_state())  # a normal build consumes the RNG
+    assert a.weight.shape == (4, 4)
