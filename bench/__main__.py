@@ -1,0 +1,4 @@
+"""`python -m bench`: run the benchmark (see `bench.run`)."""
+from bench.run import main
+
+main()
