@@ -37,6 +37,20 @@ def _evaluations(sampler: str, steps: int) -> int:
     return 2 * steps - 1 if sampler == "heun" else steps
 
 
+def seconds_per_evaluation(model, embeddings, dtype: torch.dtype, repeats: int = 20) -> float:
+    """Median seconds of one guided model evaluation (conditional + unconditional rows, one call)."""
+    x = torch.randn(2 * len(embeddings), model.d_latent, generator=torch.Generator().manual_seed(SEED))
+    t = torch.full((len(x),), 500)
+    emb = torch.cat([embeddings, torch.zeros_like(embeddings)])
+    times = []
+    with torch.inference_mode(), torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+        for _ in range(repeats + 2):
+            start = time.perf_counter()
+            model(x, t, embeddings=emb)
+            times.append(time.perf_counter() - start)
+    return sorted(times[2:])[repeats // 2]
+
+
 def run() -> dict:
     """Measure every (sampler, steps) pair; returns the JSON-ready result dict."""
     golden = torch.load(GOLDEN, weights_only=True)
@@ -57,8 +71,11 @@ def run() -> dict:
                              max_abs=diff.abs().max().item(),
                              rms=diff.pow(2).mean().sqrt().item(),
                              seconds=time.perf_counter() - start))
+    per_eval = {str(d).replace("torch.", ""): seconds_per_evaluation(model, embeddings, d)
+                for d in (torch.float32, torch.bfloat16)}
     return dict(reference=f"heun {REFERENCE_STEPS} steps", guidance_scale=GUIDANCE, seed=SEED,
-                batch_size=len(embeddings), torch=torch.__version__,
+                batch_size=len(embeddings), torch=torch.__version__, threads=torch.get_num_threads(),
+                seconds_per_evaluation=per_eval,
                 reference_rms=reference.pow(2).mean().sqrt().item(), rows=rows)
 
 
@@ -70,6 +87,8 @@ def to_markdown(result: dict) -> str:
     for row in result["rows"]:
         lines.append(f"| {row['sampler']} | {row['steps']} | {row['model_evaluations']} | "
                      f"{row['max_abs']:.4f} | {row['rms']:.4f} |")
+    per_eval = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in result["seconds_per_evaluation"].items())
+    lines += ["", f"Seconds per guided evaluation of this model ({result['threads']} thread): {per_eval}"]
     return "\n".join(lines)
 
 
