@@ -16,13 +16,14 @@ class CliError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     from shap_e.cli import assets, generate, models, train
+    from shap_e.cli import eval as evaluation
 
     parser = argparse.ArgumentParser(
         prog="shap-e", description="Generate, encode, decode and train Shap-E 3D models."
     )
     parser.add_argument("--version", action="version", version=f"shap-e {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (generate, assets, models, train):
+    for module in (generate, assets, models, train, evaluation):
         module.add_commands(commands)
     return parser
 

@@ -1,0 +1,92 @@
+"""`shap-e eval reconstruction|text|image|classifier`: score models on held-out procedural data.
+
+Results go to a JSON file (default `model_cards/eval_<task>_<model>.json`) with a Markdown table beside it.
+"""
+from pathlib import Path
+
+from shap_e.cli.common import pick_device, say
+
+TASKS = {
+    "reconstruction": "encoder round trip: IoU, Chamfer distance, colour error",
+    "text": "text -> 3D: category and colour accuracy on held-out prompts",
+    "image": "image -> 3D: IoU against the pictured held-out shape",
+    "classifier": "the judging classifier on ground-truth assets (the ceiling of any model)",
+}
+SPLITS = ("heldout_pairs", "heldout_paraphrases", "train")
+
+
+def add_commands(commands) -> None:
+    parser = commands.add_parser("eval", help="score a model on held-out data", description=__doc__)
+    tasks = parser.add_subparsers(dest="task", metavar="TASK", required=True)
+    for task, text in TASKS.items():
+        sub = tasks.add_parser(task, help=text, description=text)
+        sub.add_argument("--model", help="registry name (default: transmitter / text300M / image300M)")
+        sub.add_argument("--decoder", help="registry name of the decoder (default: transmitter)")
+        sub.add_argument("-n", type=int, default=48, help="number of held-out items")
+        sub.add_argument("--split", choices=SPLITS, default="heldout_pairs", help="dataset split to draw from")
+        sub.add_argument("--seed", type=int, default=0, help="dataset seed; item i samples with seed + i")
+        sub.add_argument("-o", "--output", help="JSON file (a .md goes beside it)")
+        sub.add_argument("--grid-size", type=int, default=64, help="marching-cubes grid of decoded meshes")
+        sub.add_argument("--resolution", type=int, default=64, help="IoU grid")
+        sub.add_argument("--steps", type=int, default=64, help="sampler steps (text, image)")
+        sub.add_argument("--guidance", type=float, help="classifier-free guidance (default 15 text, 3 image)")
+        sub.add_argument("--batch", type=int, default=8, help="samples per sampler batch")
+        sub.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+        sub.add_argument("--cache-dir", help="model cache")
+        sub.set_defaults(run=run_eval)
+
+
+def _validate(args) -> None:
+    from shap_e.cli import CliError
+
+    if args.n < 1:
+        raise CliError(f"-n must be at least 1, got {args.n}")
+    if args.grid_size < 8 or args.resolution < 8:
+        raise CliError("--grid-size and --resolution must be at least 8")
+    if args.steps < 2 or args.batch < 1:
+        raise CliError("--steps must be at least 2 and --batch at least 1")
+    if args.output and not args.output.lower().endswith(".json"):
+        raise CliError(f"--output must end in .json, got {args.output!r}")
+
+
+def _default_model(task: str) -> str:
+    return {"reconstruction": "transmitter", "text": "text300M", "image": "image300M"}.get(task, "ground-truth")
+
+
+def run_eval(args) -> None:
+    from shap_e.eval import run
+
+    _validate(args)
+    model_name = args.model or _default_model(args.task)
+    output = Path(args.output or f"model_cards/eval_{args.task}_{model_name}.json")
+    if args.task == "classifier":
+        result = run.evaluate_ground_truth(args.split, args.n, args.seed)
+    else:
+        result = _evaluate_model(args, model_name)
+    result["settings"].update(model=model_name, split=args.split)
+    json_path, md_path = run.write_results(result, output, title=f"shap-e eval {args.task}: {model_name}")
+    summary = ", ".join(f"{k}={v}" for k, v in result["summary"].items())
+    say(f"{summary}\nwrote {json_path} and {md_path}")
+
+
+def _evaluate_model(args, model_name: str):
+    from shap_e.data import iter_dataset
+    from shap_e.eval import run
+    from shap_e.models.download import load_model
+
+    device = pick_device(args.device)
+    model = load_model(model_name, device=device, cache_dir=args.cache_dir).eval()
+    if args.task == "reconstruction":
+        assets = list(iter_dataset(args.split, args.n, args.seed))
+        return run.evaluate_reconstruction(model, assets, grid_size=args.grid_size, resolution=args.resolution,
+                                           seed=args.seed, device=device, progress=True)
+    xm = load_model(args.decoder or "transmitter", device=device, cache_dir=args.cache_dir).eval()
+    options = dict(steps=args.steps, batch_size=args.batch, grid_size=args.grid_size, seed=args.seed,
+                   device=device, progress=True)
+    if args.guidance is not None:
+        options["guidance_scale"] = args.guidance
+    if args.task == "text":
+        prompts = run.heldout_prompts(args.split, args.n, args.seed)
+        return run.evaluate_text_to_3d(model, xm, prompts, **options)
+    assets = list(iter_dataset(args.split, args.n, args.seed))
+    return run.evaluate_image_to_3d(model, xm, assets, resolution=args.resolution, **options)

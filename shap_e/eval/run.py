@@ -1,0 +1,309 @@
+"""Evaluation runs: models in, a dict of metrics and per-item rows out, written as JSON + Markdown.
+
+* `evaluate_reconstruction`: asset -> encoder -> latent -> mesh, against the asset (IoU, Chamfer,
+  colour error, colour name).
+* `evaluate_text_to_3d`: labelled held-out prompts -> prior -> mesh, judged by the classifier of
+  `shap_e.eval.classify` (category and colour accuracy).
+* `evaluate_image_to_3d`: a picture of a held-out asset -> prior -> mesh, against that asset (IoU in
+  the world frame, plus category and colour).
+* `evaluate_ground_truth`: the classifier on the ground-truth assets themselves, the ceiling of
+  what any model can score with it.
+
+Every mesh lives in the [-1, 1]^3 frame of decoded meshes: assets are normalised as `load_asset`
+does (bounding-box centre at the origin, largest extent 2).
+"""
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from shap_e.eval.classify import ShapeClassifier, build_classifier, dominant_color
+from shap_e.eval.metrics import EvalMesh, chamfer_and_color, to_eval_mesh, volumetric_iou
+
+__all__ = [
+    "LabelledPrompt",
+    "asset_mesh",
+    "evaluate_ground_truth",
+    "evaluate_image_to_3d",
+    "evaluate_reconstruction",
+    "evaluate_text_to_3d",
+    "heldout_prompts",
+    "markdown_report",
+    "picture",
+    "write_results",
+]
+
+
+@dataclass
+class LabelledPrompt:
+    """A prompt with the labels of the object it describes (primary colour for multi-part objects)."""
+
+    prompt: str
+    category: str
+    colour: str
+
+
+def heldout_prompts(split: str = "heldout_pairs", n: int = 48, seed: int = 0) -> List[LabelledPrompt]:
+    """The captions of `n` assets of a dataset split (`heldout_pairs`: unseen (category, colour) pairs;
+    `heldout_paraphrases`: unseen wordings) with their labels."""
+    from shap_e.data import iter_dataset
+
+    return [LabelledPrompt(a.caption, a.category, a.colours[0]) for a in iter_dataset(split, n, seed)]
+
+
+def asset_mesh(asset: Any) -> EvalMesh:
+    """A `ProceduralAsset` (or trimesh) as an `EvalMesh` normalised to [-1, 1]^3 like `load_asset`."""
+    mesh = to_eval_mesh(getattr(asset, "mesh", asset))
+    used = mesh.verts[mesh.faces.unique()]
+    lo, hi = used.amin(dim=0), used.amax(dim=0)
+    return EvalMesh((mesh.verts - (lo + hi) / 2) * (2 / float((hi - lo).max())), mesh.faces, mesh.face_colors)
+
+
+def _judge(mesh: Any, category: str, colour: str, classifier: ShapeClassifier) -> Dict[str, Any]:
+    """Category and colour of one mesh against its labels."""
+    mesh = to_eval_mesh(mesh)
+    predicted, score = classifier.classify(mesh) if not mesh.is_empty else (None, 0.0)
+    name, share = dominant_color(mesh)
+    return dict(
+        category=category, colour=colour, pred_category=predicted, category_score=round(score, 4),
+        pred_colour=name, colour_share=round(share, 4), category_correct=predicted == category,
+        colour_correct=name == colour, n_faces=int(mesh.faces.shape[0]),
+    )
+
+
+def _summary(rows: List[Dict[str, Any]], keys: Sequence[str]) -> Dict[str, Any]:
+    """Means of the numeric/boolean `keys` over rows (None values skipped), plus counts."""
+    out: Dict[str, Any] = {"n": len(rows), "n_empty": sum(r.get("n_faces", 1) == 0 for r in rows)}
+    for key in keys:
+        values = [float(r[key]) for r in rows if r.get(key) is not None]
+        out[key] = round(sum(values) / len(values), 4) if values else None
+    return out
+
+
+def _result(task: str, rows, keys, settings: Dict[str, Any], start: float) -> Dict[str, Any]:
+    return {"task": task, "summary": _summary(rows, keys), "settings": settings, "rows": rows,
+            "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _progress(items, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, disable=not enabled)
+
+
+def evaluate_ground_truth(
+    split: str = "heldout_pairs", n: int = 120, seed: int = 0, classifier: Optional[ShapeClassifier] = None
+) -> Dict[str, Any]:
+    """The classifier's category and colour accuracy on the ground-truth assets of a split."""
+    from shap_e.data import iter_dataset
+
+    start = time.perf_counter()
+    classifier = classifier or build_classifier()
+    rows = [_judge(asset_mesh(a), a.category, a.colours[0], classifier) for a in iter_dataset(split, n, seed)]
+    settings = dict(split=split, n=n, seed=seed, resolution=classifier.resolution, references=len(classifier.labels))
+    return _result("ground_truth", rows, ("category_correct", "colour_correct"), settings, start)
+
+
+def evaluate_reconstruction(
+    transmitter: torch.nn.Module,
+    assets: Sequence[Any],
+    *,
+    grid_size: int = 64,
+    resolution: int = 64,
+    n_samples: int = 10000,
+    seed: int = 0,
+    device: Union[str, torch.device, None] = None,
+    progress: bool = False,
+) -> Dict[str, Any]:
+    """Encode each `ProceduralAsset`, decode the latent to a mesh (marching cubes on a `grid_size`^3
+    grid) and compare it with the asset: IoU on a `resolution`^3 grid, Chamfer distance and colour
+    error from `n_samples` surface samples, and whether the dominant colour keeps its name."""
+    from shap_e.encoding import encode
+    from shap_e.util.asset_loading import load_asset
+    from shap_e.util.notebooks import decode_latent_mesh
+
+    start, rows = time.perf_counter(), []
+    device = torch.device(device) if device is not None else next(transmitter.parameters()).device
+    with tempfile.TemporaryDirectory(prefix="shap_e_eval_") as tmp:
+        for i, asset in enumerate(_progress(assets, progress, "reconstruction")):
+            path = os.path.join(tmp, f"{i:06d}.ply")
+            asset.mesh.export(path, file_type="ply")
+            latent = encode(path, transmitter, device=device, generator=torch.Generator().manual_seed(seed + i),
+                            seed=seed + i)
+            mesh = to_eval_mesh(decode_latent_mesh(transmitter, latent, grid_size=grid_size))
+            ref = to_eval_mesh(load_asset(path))
+            name, _ = dominant_color(mesh)
+            row = dict(index=i, category=asset.category, colour=asset.colours[0], proportion=asset.proportion,
+                       iou=round(volumetric_iou(mesh, ref, resolution), 4), colour_correct=name == asset.colours[0],
+                       n_faces=int(mesh.faces.shape[0]))
+            row.update({k: None if v is None else round(v, 5)
+                        for k, v in chamfer_and_color(mesh, ref, n_samples, seed + i).items()})
+            rows.append(row)
+    settings = dict(n=len(rows), grid_size=grid_size, resolution=resolution, n_samples=n_samples, seed=seed)
+    return _result("reconstruction", rows, ("iou", "chamfer", "color_error", "colour_correct"), settings, start)
+
+
+def _sample_meshes(
+    prior, xm, model_kwargs_list: List[Dict[str, Any]], options: Dict[str, Any], progress: bool
+) -> List[Any]:
+    """One latent per entry of `model_kwargs_list` (each a batch of one), decoded to a `TorchMesh`."""
+    from shap_e.diffusion.sample import sample_latents
+    from shap_e.util.notebooks import decode_latent_mesh
+
+    device, seed, batch = options["device"], options["seed"], options["batch_size"]
+    meshes = []
+    for first in _progress(range(0, len(model_kwargs_list), batch), progress, "sampling"):
+        chunk = model_kwargs_list[first:first + batch]
+        kwargs = {key: [v for kw in chunk for v in kw[key]] for key in chunk[0]}
+        generators = [torch.Generator().manual_seed(seed + first + k) for k in range(len(chunk))]
+        latents = sample_latents(
+            len(chunk), prior, options["diffusion"], kwargs, options["guidance_scale"], True, False, True,
+            options["steps"], 1e-3, 160.0, 0.0, device=device, sampler=options["sampler"], generator=generators,
+        )
+        meshes += [decode_latent_mesh(xm, latent, grid_size=options["grid_size"]) for latent in latents]
+    return meshes
+
+
+def _options(prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler) -> Dict[str, Any]:
+    from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
+    from shap_e.models.download import load_config
+
+    if steps < 2 or batch_size < 1 or grid_size < 8:
+        raise ValueError(f"need steps >= 2, batch_size >= 1 and grid_size >= 8, got {steps}, {batch_size}, {grid_size}")
+    return dict(
+        diffusion=diffusion if diffusion is not None else diffusion_from_config(load_config("diffusion")),
+        guidance_scale=guidance_scale, steps=steps, batch_size=batch_size, grid_size=grid_size, seed=seed,
+        device=torch.device(device) if device is not None else next(prior.parameters()).device, sampler=sampler,
+    )
+
+
+def evaluate_text_to_3d(
+    prior: torch.nn.Module,
+    xm: torch.nn.Module,
+    prompts_with_labels: Sequence[LabelledPrompt],
+    *,
+    classifier: Optional[ShapeClassifier] = None,
+    diffusion=None,
+    guidance_scale: float = 15.0,
+    steps: int = 64,
+    batch_size: int = 8,
+    grid_size: int = 64,
+    seed: int = 0,
+    device: Union[str, torch.device, None] = None,
+    sampler: str = "heun",
+    progress: bool = False,
+) -> Dict[str, Any]:
+    """Generate one mesh per labelled prompt (sample i uses seed + i) and judge its category and
+    colour with `classifier` (default: `build_classifier()`). Prompts may also be
+    `(prompt, category, colour)` tuples."""
+    start = time.perf_counter()
+    prompts_with_labels = [p if isinstance(p, LabelledPrompt) else LabelledPrompt(*p) for p in prompts_with_labels]
+    options = _options(prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler)
+    classifier = classifier or build_classifier()
+    meshes = _sample_meshes(prior, xm, [{"texts": [p.prompt]} for p in prompts_with_labels], options, progress)
+    rows = [dict(prompt=p.prompt, seed=seed + i, **_judge(m, p.category, p.colour, classifier))
+            for i, (p, m) in enumerate(zip(prompts_with_labels, meshes))]
+    settings = {k: v for k, v in options.items() if k not in ("diffusion", "device")}
+    settings.update(n=len(rows), classifier_resolution=classifier.resolution)
+    return _result("text_to_3d", rows, ("category_correct", "colour_correct", "category_score"), settings, start)
+
+
+def picture(asset: Any, size: int = 256, background: str = "white"):
+    """The conditioning picture of an asset: an unlit-plus-diffuse render (`shap_e.util.multiview`)
+    from the side (camera on +X, distance 4, looking at the origin), as a PIL image."""
+    from PIL import Image
+
+    from shap_e.util.asset_loading import AssetMesh
+    from shap_e.util.multiview import render_multiview
+
+    mesh = asset_mesh(asset)
+    n_faces = mesh.faces.shape[0]
+    colors = mesh.face_colors if mesh.face_colors is not None else torch.full((n_faces, 3), 0.8)
+    asset_like = AssetMesh(
+        verts=mesh.verts, faces=mesh.faces, corner_colors=colors[:, None].expand(n_faces, 3, 3).contiguous(),
+        corner_uvs=torch.zeros(n_faces, 3, 2), face_texture=torch.full((n_faces,), -1), textures=[],
+    )
+    view = render_multiview(asset_like, n_views=1, size=size, alpha_removal=background).views[0]
+    pixels = ((view.permute(1, 2, 0) + 1) * 127.5).round().clamp(0, 255).to(torch.uint8)
+    return Image.fromarray(pixels.numpy())
+
+
+def evaluate_image_to_3d(
+    prior: torch.nn.Module,
+    xm: torch.nn.Module,
+    assets: Sequence[Any],
+    *,
+    image_fn: Callable[[Any], Any] = picture,
+    classifier: Optional[ShapeClassifier] = None,
+    diffusion=None,
+    guidance_scale: float = 3.0,
+    steps: int = 64,
+    batch_size: int = 8,
+    grid_size: int = 64,
+    resolution: int = 64,
+    seed: int = 0,
+    device: Union[str, torch.device, None] = None,
+    sampler: str = "heun",
+    progress: bool = False,
+) -> Dict[str, Any]:
+    """Generate one mesh from `image_fn(asset)` (default `picture`) per asset and compare it with the
+    pictured asset: IoU on a `resolution`^3 grid in the world frame, category and colour."""
+    start = time.perf_counter()
+    options = _options(prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler)
+    classifier = classifier or build_classifier()
+    meshes = _sample_meshes(prior, xm, [{"images": [image_fn(a)]} for a in assets], options, progress)
+    rows = []
+    for i, (asset, mesh) in enumerate(zip(assets, meshes)):
+        mesh = to_eval_mesh(mesh)
+        row = dict(index=i, seed=seed + i, iou=round(volumetric_iou(mesh, asset_mesh(asset), resolution), 4))
+        row.update(_judge(mesh, asset.category, asset.colours[0], classifier))
+        rows.append(row)
+    settings = {k: v for k, v in options.items() if k not in ("diffusion", "device")}
+    settings.update(n=len(rows), resolution=resolution)
+    return _result("image_to_3d", rows, ("iou", "category_correct", "colour_correct"), settings, start)
+
+
+def markdown_report(result: Dict[str, Any], title: Optional[str] = None) -> str:
+    """A Markdown page: settings, the summary table and the per-item table."""
+    lines = [f"# {title or 'Evaluation: ' + result['task']}", ""]
+    lines += [f"- {k}: {v}" for k, v in result["settings"].items()] + [f"- seconds: {result['seconds']}", ""]
+    lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in result["summary"].items()]
+    rows = result["rows"]
+    if rows:
+        keys = list(rows[0])
+        lines += ["", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+        lines += ["| " + " | ".join(_cell(r.get(k)) for k in keys) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+    return text.replace("|", "\\|")
+
+
+def write_results(result: Dict[str, Any], path: Union[str, Path], title: Optional[str] = None) -> Tuple[Path, Path]:
+    """Write `result` as JSON to `path` and as Markdown beside it (same name, `.md`), each atomically."""
+    path = Path(path)
+    if path.suffix.lower() != ".json":
+        raise ValueError(f"path must end in .json (the Markdown goes beside it), got {str(path)!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    md_path = path.with_suffix(".md")
+    _write_atomic(path, json.dumps(result, indent=2, sort_keys=False) + "\n")
+    _write_atomic(md_path, markdown_report(result, title))
+    return path, md_path
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

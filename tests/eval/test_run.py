@@ -1,0 +1,133 @@
+"""Evaluation runs end to end on tiny models with random weights: structure and ranges, not quality."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from shap_e.data import HELDOUT_PAIRS, iter_dataset
+from shap_e.eval.classify import build_classifier
+from shap_e.eval.run import (
+    LabelledPrompt,
+    evaluate_ground_truth,
+    evaluate_image_to_3d,
+    evaluate_reconstruction,
+    evaluate_text_to_3d,
+    heldout_prompts,
+    picture,
+    write_results,
+)
+from shap_e.models.configs import model_from_config
+
+
+@pytest.fixture(scope="module")
+def transmitter(golden):
+    e = golden("e")
+    model = model_from_config(e["config"]).eval()
+    model.load_state_dict(e["state_dict"])
+    return model
+
+
+class StubPrior(torch.nn.Module):
+    """A conditional latent model with the prior's interface that records what it was asked for."""
+
+    def __init__(self, d_latent: int, conditioning: str):
+        super().__init__()
+        self.d_latent, self.conditioning = d_latent, conditioning
+        self.bias = torch.nn.Parameter(torch.full((d_latent,), 0.1))
+        self.seen = []
+
+    def cached_model_kwargs(self, batch_size, model_kwargs):
+        self.seen += list(model_kwargs["texts" if self.conditioning == "text" else "images"])
+        return {"embeddings": torch.ones(batch_size, 4)}
+
+    def forward(self, x, t, embeddings=None):
+        x0 = self.bias.expand_as(x) * embeddings[:, :1]
+        return torch.cat([x0, torch.zeros_like(x)], dim=1)
+
+
+@pytest.fixture(scope="module")
+def small_classifier():
+    return build_classifier(per_proportion=1, resolution=16)
+
+
+SAMPLING = dict(steps=2, batch_size=2, grid_size=16)
+
+
+def test_reconstruction_runs_end_to_end_and_is_reproducible(transmitter):
+    assets = list(iter_dataset("heldout_pairs", 2, seed=0))
+    result = evaluate_reconstruction(transmitter, assets, grid_size=16, resolution=16, n_samples=500)
+    again = evaluate_reconstruction(transmitter, assets, grid_size=16, resolution=16, n_samples=500)
+    assert result["task"] == "reconstruction" and len(result["rows"]) == 2
+    assert result["rows"] == again["rows"]
+    for row, asset in zip(result["rows"], assets):
+        assert row["category"] == asset.category and 0.0 <= row["iou"] <= 1.0
+        assert row["n_faces"] == 0 or (row["chamfer"] > 0 and 0.0 <= row["color_error"] <= 1.0)
+    summary = result["summary"]
+    assert summary["n"] == 2 and 0.0 <= summary["iou"] <= 1.0 and summary["iou"] < 0.85  # random weights
+
+
+def test_text_to_3d_judges_one_mesh_per_prompt(transmitter, small_classifier):
+    prompts = heldout_prompts("heldout_pairs", 3, seed=0)
+    prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "text")
+    result = evaluate_text_to_3d(prior, transmitter, prompts, classifier=small_classifier, **SAMPLING)
+    assert prior.seen == [p.prompt for p in prompts]
+    assert [r["prompt"] for r in result["rows"]] == [p.prompt for p in prompts]
+    assert [r["seed"] for r in result["rows"]] == [0, 1, 2]
+    for row, p in zip(result["rows"], prompts):
+        assert (row["category"], row["colour"]) == (p.category, p.colour)
+        assert row["category_correct"] == (row["pred_category"] == p.category)
+    for key in ("category_correct", "colour_correct"):
+        assert 0.0 <= result["summary"][key] <= 1.0
+
+
+def test_text_to_3d_accepts_label_tuples_and_validates_settings(transmitter, small_classifier):
+    prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "text")
+    result = evaluate_text_to_3d(prior, transmitter, [("a red cube", "cube", "red")],
+                                 classifier=small_classifier, **SAMPLING)
+    assert result["rows"][0]["category"] == "cube"
+    with pytest.raises(ValueError, match="steps"):
+        evaluate_text_to_3d(prior, transmitter, [LabelledPrompt("a red cube", "cube", "red")], steps=1)
+
+
+def test_image_to_3d_conditions_on_a_picture_of_each_asset(transmitter, small_classifier):
+    assets = list(iter_dataset("heldout_pairs", 2, seed=3))
+    prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "image_grid")
+    result = evaluate_image_to_3d(prior, transmitter, assets, classifier=small_classifier, resolution=16,
+                                  image_fn=lambda a: picture(a, size=32), **SAMPLING)
+    assert len(prior.seen) == 2 and all(isinstance(im, Image.Image) and im.size == (32, 32) for im in prior.seen)
+    assert [r["category"] for r in result["rows"]] == [a.category for a in assets]
+    assert all(0.0 <= r["iou"] <= 1.0 for r in result["rows"])
+
+
+def test_picture_shows_the_object_in_its_colour_on_white():
+    asset = next(iter(iter_dataset("heldout_pairs", 1, seed=0)))
+    pixels = torch.tensor(np.asarray(picture(asset, size=48))).reshape(-1, 3).float()  # [H*W, 3]
+    background = (pixels == 255).all(dim=1)
+    assert 0.1 < background.float().mean() < 0.95
+    assert (pixels[~background].mean(0) - pixels[background].mean(0)).abs().max() > 20
+
+
+def test_heldout_prompts_carry_the_split_labels():
+    prompts = heldout_prompts("heldout_pairs", 8, seed=0)
+    assert all((p.category, p.colour) in HELDOUT_PAIRS for p in prompts)
+    assert all(p.prompt for p in prompts)
+
+
+def test_ground_truth_evaluation_is_perfect_on_a_few_assets(small_classifier):
+    result = evaluate_ground_truth("heldout_pairs", 12, seed=4, classifier=small_classifier)
+    assert result["summary"]["colour_correct"] == 1.0
+    assert result["summary"]["category_correct"] >= 0.9
+
+
+def test_results_are_written_as_json_and_markdown(tmp_path, small_classifier):
+    result = evaluate_ground_truth("heldout_pairs", 3, seed=0, classifier=small_classifier)
+    json_path, md_path = write_results(result, tmp_path / "cards" / "gt.json", title="ground truth")
+    assert json.loads(json_path.read_text()) == result
+    text = md_path.read_text()
+    assert text.startswith("# ground truth") and "| category_correct |" in text
+    assert text.count("\n| ") >= 3 + len(result["summary"])
+    assert sorted(p.name for p in json_path.parent.iterdir()) == ["gt.json", "gt.md"]  # no temp files left
+    with pytest.raises(ValueError, match=r"\.json"):
+        write_results(result, tmp_path / "gt.txt")
