@@ -5,11 +5,11 @@ MiniLM sentence encoder (``shap_e.models.sentence_encoder``) and the small from-
 (``shap_e.models.image_encoder``) all expose the same two methods, so the prior and the training code
 are written against these Protocols and never against a concrete encoder.
 """
-from typing import Any, Protocol, Sequence, Tuple, runtime_checkable
+from typing import Any, List, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
 
 import torch
 
-__all__ = ["ImageGridConditioner", "TextConditioner"]
+__all__ = ["FEATURE_SHAPES", "ImageGridConditioner", "TextConditioner", "conditioning_embeddings"]
 
 
 @runtime_checkable
@@ -45,3 +45,83 @@ class ImageGridConditioner(Protocol):
     def embed_images_grid(self, images: Sequence[Any]) -> torch.Tensor:
         """``[len(images), channels, n_tokens]`` float32 grid features."""
         ...
+
+
+# Feature shapes of ViT-L/14, used for all-zero (unconditional) batches with nothing to embed.
+FEATURE_SHAPES = {"text": (768,), "image": (768,), "image_grid": (1024, 256)}
+
+
+def _per_row(values: Any, batch_size: int, name: str) -> List[Any]:
+    """A list of `batch_size` entries (None where absent) from None, a list or a batched tensor."""
+    if values is None:
+        return [None] * batch_size
+    if isinstance(values, str):
+        raise ValueError(f"{name} must be a list with one entry per batch element, not a single string")
+    rows = list(values.unbind(0)) if isinstance(values, torch.Tensor) else list(values)
+    if len(rows) != batch_size:
+        raise ValueError(f"{name} has {len(rows)} entries but batch_size={batch_size}; give one per element")
+    return rows
+
+
+def _check_one_modality(texts: List[Any], images: List[Any], embeddings: List[Any]) -> None:
+    for i, entries in enumerate(zip(texts, images, embeddings)):
+        if sum(e is not None for e in entries) > 1:
+            raise ValueError(f"batch element {i} has more than one of texts/images/embeddings; give one")
+
+
+def conditioning_embeddings(
+    kind: str,
+    batch_size: int,
+    texts: Optional[Sequence[Optional[str]]] = None,
+    images: Optional[Sequence[Any]] = None,
+    embeddings: Optional[Union[torch.Tensor, Sequence[Optional[torch.Tensor]]]] = None,
+    clip: Optional[Any] = None,
+    device: Union[str, torch.device, None] = None,
+) -> torch.Tensor:
+    """Per-element CLIP conditioning for the diffusion models, zeros where an element has none.
+
+    :param kind: `"text"` or `"image"`: `[batch, 768]` unit vectors (an element may be a text, an
+        image or a precomputed embedding); `"image_grid"`: `[batch, 1024, 256]` grids.
+    :param embeddings: precomputed rows, used as given (cast to float32); they bypass CLIP entirely.
+    :param clip: the CLIP to embed with; default: a shared lazy ViT-L/14, loaded only if needed.
+    For `"image_grid"` with `images` given, `None` entries are embedded as a 64x64 black image
+    (as the reference does); a batch without images or embeddings is all zeros (unconditional).
+    """
+    if kind not in FEATURE_SHAPES:
+        raise ValueError(f"kind={kind!r} is not valid; use one of {sorted(FEATURE_SHAPES)}")
+    if kind == "image_grid" and texts is not None:
+        raise ValueError("kind='image_grid' takes images or embeddings, not texts")
+    text_rows, emb_rows = _per_row(texts, batch_size, "texts"), _per_row(embeddings, batch_size, "embeddings")
+    image_rows = _per_row(images, batch_size, "images")
+    _check_one_modality(text_rows, image_rows, emb_rows)
+    rows: List[Optional[torch.Tensor]] = [None if e is None else e.float() for e in emb_rows]
+    text_idx = [i for i, t in enumerate(text_rows) if t is not None]
+    if kind == "image_grid" and images is not None:
+        image_idx = [i for i in range(batch_size) if emb_rows[i] is None]
+    else:
+        image_idx = [i for i, im in enumerate(image_rows) if im is not None]
+    if text_idx or image_idx:
+        if clip is None:
+            from shap_e.models.clip import default_clip
+
+            clip = default_clip(device)
+        if text_idx:
+            for i, e in zip(text_idx, clip.embed_text([text_rows[i] for i in text_idx])):
+                rows[i] = e
+        if image_idx:
+            embed = clip.embed_images_grid if kind == "image_grid" else clip.embed_images
+            for i, e in zip(image_idx, embed([image_rows[i] for i in image_idx])):
+                rows[i] = e
+    present = [r for r in rows if r is not None]
+    shape = tuple(present[0].shape) if present else FEATURE_SHAPES[kind]
+    if device is not None:
+        target = torch.device(device)
+    else:
+        target = present[0].device if present else torch.device("cpu")
+    out = torch.zeros(batch_size, *shape, device=target)
+    for i, row in enumerate(rows):
+        if row is not None:
+            if tuple(row.shape) != shape:
+                raise ValueError(f"embedding {i} has shape {list(row.shape)}, expected {list(shape)}")
+            out[i] = row.to(target)
+    return out

@@ -182,10 +182,8 @@ class SplitVectorDiffusion(nn.Module):
 
         CLIP is loaded only when texts or images are given; missing entries become zeros.
         """
-        from shap_e.models.clip import FrozenCLIP, conditioning_embeddings
+        from shap_e.models.conditioning import conditioning_embeddings
 
-        if self._clip is None and any(model_kwargs.get(k) is not None for k in ("texts", "images")):
-            self._clip = FrozenCLIP.from_pretrained()
         kind = "text" if self.conditioning == "text" else "image_grid"
         emb = conditioning_embeddings(
             kind,

@@ -12,9 +12,9 @@ from shap_e.models.clip import (
     ClipTokenizer,
     ClipUnavailableError,
     FrozenCLIP,
-    conditioning_embeddings,
     preprocess_images,
 )
+from shap_e.models.conditioning import conditioning_embeddings
 
 # Ids published by independent CLIP tokenizer implementations (and "a"=320, "red"=736 in vocab.json).
 REFERENCE_IDS = {
