@@ -4,6 +4,9 @@ A diffusion prior only needs fixed-width features. CLIP (``shap_e.models.clip.Fr
 MiniLM sentence encoder (``shap_e.models.sentence_encoder``) and the small from-scratch image encoder
 (``shap_e.models.image_encoder``) all expose the same two methods, so the prior and the training code
 are written against these Protocols and never against a concrete encoder.
+
+`conditioning_embeddings` turns a batch's `texts=`/`images=`/`embeddings=` into the prior's
+conditioning tensor, with zeros (the unconditional input) for elements that have none.
 """
 from typing import Any, List, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
 
