@@ -34,21 +34,10 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def weights_cached(name: str, cache_dir: Optional[str] = None) -> bool:
-    """Whether a registered model's weights are already on disk (no network, no hashing)."""
-    from shap_e.models.download import default_cache_dir
-    from shap_e.models.registry import get_spec
-
-    spec = get_spec(name)
-    if not spec.has_weights:
-        return False
-    cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    return (cache / spec.url.rstrip("/").split("/")[-1]).is_file()
-
-
 def choose_model(requested: Optional[str], official: str, small: str, cache_dir: Optional[str]) -> str:
     """The requested model, else the official one if cached, else the small bundled one."""
     from shap_e.cli import CliError
+    from shap_e.models.download import weights_cached
     from shap_e.models.registry import MODELS
 
     if requested:

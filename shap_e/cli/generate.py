@@ -13,8 +13,6 @@ from shap_e.cli.common import DTYPES, atomic_directory, choose_model, pick_devic
 
 FORMATS = ("glb", "ply", "obj")
 SAMPLERS = ("heun", "euler", "euler_ancestral", "dpmpp_2m")
-# Official priors decode with the official decoder if present, else the transmitter (same weights).
-DECODERS = {"text300M": ("decoder", "transmitter"), "image300M": ("decoder", "transmitter")}
 SMALL = {"text": "text-small", "image": "image-small"}
 OFFICIAL = {"text": "text300M", "image": "image300M"}
 DEFAULT_GUIDANCE = {"text": 15.0, "image": 3.0}
@@ -134,18 +132,19 @@ def run_generate(args) -> None:
 
 def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
     from shap_e.cli import CliError
-    from shap_e.cli.common import weights_cached
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-    from shap_e.models.download import load_config, load_model
+    from shap_e.models.download import load_config, load_model, weights_cached
+    from shap_e.models.registry import get_spec
 
-    decoders = DECODERS.get(name)
-    if not decoders:
-        raise CliError(f"no decoder is known for model {name!r}; known priors: {', '.join(sorted(DECODERS))}")
-    decoder = next((d for d in decoders if weights_cached(d, cache_dir)), decoders[-1])
+    spec = get_spec(name)
+    if not spec.decoders:
+        raise CliError(f"model {name!r} is not a prior (its registry entry names no decoders)")
+    # The first decoder whose weights are cached, else the last (downloaded on load).
+    decoder = next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
     t0 = time.perf_counter()
     prior = load_model(name, device=device, cache_dir=cache_dir)
     xm = load_model(decoder, device=device, cache_dir=cache_dir)
-    diffusion = diffusion_from_config(load_config("diffusion"))
+    diffusion = diffusion_from_config(load_config(spec.diffusion))
     say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
     return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder}
 

@@ -1,5 +1,5 @@
 """`shap-e models` (the registry) and `shap-e download NAME` (fetch weights into the cache)."""
-from shap_e.cli.common import say, weights_cached
+from shap_e.cli.common import say
 
 
 def add_commands(commands) -> None:
@@ -14,7 +14,7 @@ def add_commands(commands) -> None:
 
 
 def run_models(args) -> None:
-    from shap_e.models.download import default_cache_dir
+    from shap_e.models.download import default_cache_dir, weights_cached
     from shap_e.models.registry import MODELS
 
     cache = args.cache_dir or default_cache_dir()

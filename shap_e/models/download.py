@@ -159,6 +159,28 @@ def fetch_file_cached(
     return dest
 
 
+def weights_cached(name: str, cache_dir: Optional[PathLike] = None) -> bool:
+    """Whether a registered model's weights are already in the cache (no network, no hashing)."""
+    spec = get_spec(name)
+    if not spec.has_weights:
+        return False
+    cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return (cache / spec.url.rstrip("/").split("/")[-1]).is_file()
+
+
+def available_model(preferred: str, fallback: Optional[str] = None, cache_dir: Optional[PathLike] = None) -> str:
+    """`preferred` when its weights are cached, else a registered `fallback`, else `preferred`.
+
+    Never touches the network: notebooks and the CLI use it to run offline on a bundled model
+    when the official weights have not been downloaded.
+    """
+    from shap_e.models.registry import MODELS
+
+    if weights_cached(preferred, cache_dir) or fallback is None or fallback not in MODELS:
+        return preferred
+    return fallback
+
+
 def _read_yaml(path: PathLike) -> Dict[str, Any]:
     with open(path) as f:
         return yaml.safe_load(f)

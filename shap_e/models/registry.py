@@ -4,11 +4,12 @@ The URLs and hashes are those of the official Shap-E release; the configs ship i
 (`shap_e/configs/`), so only weights ever need a download. Further models (for example small
 bundled ones) are added with `register_model`.
 """
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["ModelSpec", "MODELS", "CONFIG_DIR", "get_spec", "register_model", "config_path"]
+__all__ = ["ModelSpec", "MODELS", "CONFIG_DIR", "get_spec", "register_model", "register_from_file", "config_path"]
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -29,6 +30,8 @@ class ModelSpec:
     :param n_params: total parameter count of the built model (``model.parameters()``).
     :param config_reconstructed: True when the shipped YAML is a reconstruction whose bytes do not
         hash to ``config_sha256`` (the decoder); False when they do.
+    :param decoders: for a prior, the models that decode its latents, in order of preference.
+    :param diffusion: for a prior, the registry name of its diffusion config.
     """
 
     name: str
@@ -40,6 +43,8 @@ class ModelSpec:
     description: str = ""
     n_params: Optional[int] = None
     config_reconstructed: bool = False
+    decoders: Tuple[str, ...] = ()
+    diffusion: str = "diffusion"
 
     def __post_init__(self) -> None:
         if self.url is not None and not _is_sha256(self.sha256):
@@ -88,7 +93,8 @@ def config_path(spec: ModelSpec) -> Path:
 
 
 def _official(name: str, stem: str, config_stem: str, sha: Optional[str], config_sha: Optional[str],
-              description: str, n_params: Optional[int], reconstructed: bool = False) -> ModelSpec:
+              description: str, n_params: Optional[int], reconstructed: bool = False,
+              decoders: Tuple[str, ...] = ()) -> ModelSpec:
     return ModelSpec(
         name=name,
         config_file=f"{config_stem}.yaml",
@@ -99,6 +105,7 @@ def _official(name: str, stem: str, config_stem: str, sha: Optional[str], config
         description=description,
         n_params=n_params,
         config_reconstructed=reconstructed,
+        decoders=decoders,
     )
 
 
@@ -116,14 +123,39 @@ for _spec in (
     _official("text300M", "text_cond", "text_cond_config",
               "e6b4fa599a7b3c3b16c222d5f5fe56f9db9289ff0b6575fbe5c11bc97106aad4",
               "f290beeea3d3e9ff15db01bde5382b6e549e463060c0744f89c049505be246c1",
-              "text-conditional latent diffusion transformer (CLIP text embedding)", 315_692_032),
+              "text-conditional latent diffusion transformer (CLIP text embedding)", 315_692_032,
+              decoders=("decoder", "transmitter")),
     _official("image300M", "image_cond", "image_cond_config",
               "cb8072c64bbbcf6910488814d212227de5db291780d4ea99c6152f9346cf12aa",
               "4e0745605a533c543c72add803a78d233e2a6401e0abfa0cad58afb4d74ad0b0",
-              "image-conditional latent diffusion transformer (CLIP image grid)", 315_956_224),
+              "image-conditional latent diffusion transformer (CLIP image grid)", 315_956_224,
+              decoders=("decoder", "transmitter")),
     _official("diffusion", "", "diffusion_config", None,
               "efcb2cd7ee545b2d27223979d41857802448143990572a42645cd09c2942ed57",
               "Gaussian diffusion schedule (config only, no weights)", None),
 ):
     register_model(_spec)
 del _spec
+
+
+def register_from_file(path) -> None:
+    """Register the models of a YAML file: `{name: {config_file, url, sha256, ...}}` (ModelSpec fields).
+
+    Lets users add their own fine-tuned models (and tests add tiny ones); `url` may be `file://`.
+    """
+    import yaml
+
+    with open(path) as f:
+        entries: Dict[str, Any] = yaml.safe_load(f) or {}
+    fields = set(ModelSpec.__dataclass_fields__) - {"name"}
+    for name, entry in entries.items():
+        unknown = sorted(set(entry) - fields)
+        if unknown:
+            raise ValueError(f"{path}: model {name!r} has unknown field(s) {unknown}; valid: {sorted(fields)}")
+        if "decoders" in entry:
+            entry = {**entry, "decoders": tuple(entry["decoders"])}
+        register_model(ModelSpec(name=name, **entry), overwrite=True)
+
+
+if os.environ.get("SHAP_E_REGISTRY"):
+    register_from_file(os.environ["SHAP_E_REGISTRY"])

@@ -7,7 +7,7 @@ pixels of the encoder's own multiview images (coarse and fine passes, SPEC §5.5
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import torch
 import torch.nn as nn

@@ -7,11 +7,11 @@ import torch
 import yaml
 from safetensors.torch import save_file
 
-from shap_e.cli import generate, main
+from shap_e.cli import main
 from shap_e.models import registry
 
 
-def register_tiny(monkeypatch, tmp_path, name, config, state_dict):
+def register_tiny(monkeypatch, tmp_path, name, config, state_dict, decoders=()):
     weights = tmp_path / f"{name}.safetensors"
     save_file({k: v.contiguous() for k, v in state_dict.items()}, str(weights))
     config_file = tmp_path / f"{name}.yaml"
@@ -19,6 +19,7 @@ def register_tiny(monkeypatch, tmp_path, name, config, state_dict):
     spec = registry.ModelSpec(
         name=name, config_file=str(config_file), url=weights.as_uri(),
         sha256=hashlib.sha256(weights.read_bytes()).hexdigest(), description=f"tiny test model {name}",
+        decoders=decoders,
     )
     monkeypatch.setitem(registry.MODELS, name, spec)
 
@@ -39,9 +40,8 @@ def tiny_models(monkeypatch, tmp_path, golden):
     torch.manual_seed(0)
     prior = model_from_config(text_config)
     torch.nn.init.normal_(prior.wrapped.output_proj.weight, std=0.05)
-    register_tiny(monkeypatch, tmp_path, "tiny-text", text_config, prior.state_dict())
+    register_tiny(monkeypatch, tmp_path, "tiny-text", text_config, prior.state_dict(), decoders=("tiny-xm",))
     register_tiny(monkeypatch, tmp_path, "tiny-xm", f["config"]["transmitter"], f["state_dict"])
-    monkeypatch.setitem(generate.DECODERS, "tiny-text", ("tiny-xm",))
     common = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
     clip_config = CLIPConfig(
         text_config=dict(vocab_size=49408, max_position_embeddings=77, bos_token_id=49406,

@@ -61,3 +61,26 @@ def test_model_spec_validates_hashes():
         ModelSpec("m", "c.yaml", url="https://x/m.pt", sha256=None)
     with pytest.raises(ValueError, match="config_sha256"):
         ModelSpec("m", "c.yaml", config_sha256="XYZ")
+
+
+def test_models_can_be_registered_from_a_yaml_file(tmp_path, monkeypatch):
+    import yaml
+
+    from shap_e.models import registry
+    from shap_e.models.download import available_model
+
+    monkeypatch.setattr(registry, "MODELS", dict(registry.MODELS))
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"my-prior": {
+        "config_file": "text_cond_config.yaml", "url": "file:///nowhere/w.pt", "sha256": "0" * 64,
+        "decoders": ["transmitter"], "description": "a fine-tune",
+    }}))
+    registry.register_from_file(path)
+    spec = registry.get_spec("my-prior")
+    assert spec.decoders == ("transmitter",) and spec.url == "file:///nowhere/w.pt"
+    # The official text300M is not cached here, so the registered fallback is chosen, offline.
+    assert available_model("text300M", "my-prior", cache_dir=tmp_path) == "my-prior"
+    assert available_model("text300M", "not-registered", cache_dir=tmp_path) == "text300M"
+    path.write_text(yaml.safe_dump({"bad": {"config_file": "x.yaml", "colour": "red"}}))
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['colour'\]"):
+        registry.register_from_file(path)
