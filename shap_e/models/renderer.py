@@ -13,12 +13,13 @@ from shap_e.models.configs import check_keys
 from shap_e.models.nerstf import NeRSTFMLP, NeRSTFOutput
 from shap_e.rendering.cameras import ProjectiveCamera
 from shap_e.rendering.mesh import TorchMesh
-from shap_e.rendering.nerf import render_rays
+from shap_e.rendering.nerf import FieldFn, render_rays
 from shap_e.rendering.stf import (
     SDFGrid,
     check_rasterizer,
     color_meshes,
     meshes_from_fields,
+    query_sdf_band,
     query_sdf_grid,
     render_mesh_views,
 )
@@ -27,10 +28,14 @@ from shap_e.rendering.volume import BoundingBox
 __all__ = ["RenderOutput", "VoidBackground", "NeRSTFRenderer", "build_renderer"]
 
 RENDERING_MODES = ("stf", "nerf")
+# "fast": narrow-band SDF grid, same mesh as "exact" on smooth fields (shap_e.rendering.sdf_band);
+# "exact": every grid sample queried, as the reference.
+MESH_MODES = ("fast", "exact")
 MIN_GRID_SIZE = 8
 CHANNEL_SCALE = 255.0
-# Field points per MLP call in NeRF mode: bounds the [points, d_hidden] activations (~64 MiB each).
-NERF_QUERY_BATCH_SIZE = 65536
+# Field points per MLP call in NeRF mode: [points, d_hidden] activations of 8 MiB stay in cache;
+# at 65536 points (64 MiB) one core ran the MLP ~1.5x slower.
+NERF_QUERY_BATCH_SIZE = 8192
 
 
 @dataclass
@@ -42,7 +47,8 @@ class RenderOutput:
     transmittance_coarse, distances_coarse `[..., H, W, 1 or 3]`; raw_signed_distance and
     raw_density `[..., H, W, n_coarse + n_fine]` (fine pass).
     STF: meshes (one per batch element, linear vertex colours), mesh_mask `[batch]`, fields
-    `[batch, G + 2, G + 2, G + 2]`, raw_signed_distance and raw_density `[batch, G^3, 1]`.
+    `[batch, G + 2, G + 2, G + 2]`, raw_signed_distance and raw_density `[batch, G^3, 1]` (with
+    `mesh_mode="fast"`: fields exact only near the surface, +-1 elsewhere; raw_density None).
     """
 
     channels: torch.Tensor
@@ -101,15 +107,22 @@ class NeRSTFRenderer(nn.Module):
         generator: Optional[torch.Generator] = None,
         query_batch_size: Optional[int] = None,
         rasterizer: str = "torch",
+        mesh_mode: str = "fast",
+        reference_queries: bool = False,
+        query_dtype: Optional[torch.dtype] = None,
     ) -> RenderOutput:
         """Render `cameras` (shape `(batch, *inner)`) of the fields given by `params`.
 
         params: `{"nerstf.mlp.{i}.weight": [batch, d_out, d_in]}` from `bottleneck_to_params`.
         NeRF mode ray-marches in chunks of `ray_batch_size` rays (stochastic: `generator`, or the
         global RNG as the reference), evaluating the field `query_batch_size` points at a time
-        (default 65536; it bounds peak memory and moves results by at most ~1e-6, through GEMM
-        blocking). STF mode extracts meshes on the `grid_size` grid (field queries in chunks of
-        `query_batch_size`, default `ray_batch_size`, as the reference) and rasterises them.
+        (default 8192; it bounds peak memory and moves results by at most ~1e-6, through GEMM
+        blocking); `reference_queries` as in `shap_e.rendering.nerf.render_rays` (True replays
+        the reference's queries exactly). STF mode extracts meshes on the `grid_size` grid (field
+        queries in chunks of `query_batch_size`, default `ray_batch_size`, as the reference) and
+        rasterises them;
+        `mesh_mode` as in `extract_mesh` (with "fast", `fields` and `raw_signed_distance` are
+        exact only near the surface and `raw_density` is None). `query_dtype` as in `extract_mesh`.
         """
         if rendering_mode not in RENDERING_MODES:
             raise ValueError(f"rendering_mode must be one of {RENDERING_MODES}, got {rendering_mode!r}")
@@ -117,12 +130,17 @@ class NeRSTFRenderer(nn.Module):
             raise ValueError(f"ray_batch_size must be positive, got {ray_batch_size}")
         mlp_params = self._mlp_params(params, cameras.shape[0])
         if rendering_mode == "nerf":
-            field = self._field(mlp_params, query_batch_size or NERF_QUERY_BATCH_SIZE)
-            return self._render_nerf(cameras, field, render_with_direction, ray_batch_size, generator)
+            field = self._field(mlp_params, query_batch_size or NERF_QUERY_BATCH_SIZE, query_dtype)
+            return self._render_nerf(
+                cameras, field, render_with_direction, ray_batch_size, generator, reference_queries
+            )
         if render_with_direction:
             raise ValueError("render_with_direction is only meaningful with rendering_mode='nerf'")
         check_rasterizer(rasterizer)
-        grid, meshes, mesh_mask = self._extract(mlp_params, self.grid_size, query_batch_size or ray_batch_size)
+        _check_mesh_mode(mesh_mode)
+        grid, meshes, mesh_mask = self._extract(
+            mlp_params, self.grid_size, query_batch_size or ray_batch_size, mesh_mode, query_dtype
+        )
         views = render_mesh_views(meshes, mesh_mask, cameras.to(grid.fields.device), rasterizer)
         return RenderOutput(
             channels=views.channels, transmittance=views.transmittance, meshes=meshes, mesh_mask=mesh_mask,
@@ -130,41 +148,77 @@ class NeRSTFRenderer(nn.Module):
         )
 
     def extract_mesh(
-        self, params: Mapping[str, torch.Tensor], grid_size: Optional[int] = None, query_batch_size: int = 4096
+        self,
+        params: Mapping[str, torch.Tensor],
+        grid_size: Optional[int] = None,
+        query_batch_size: int = 4096,
+        mesh_mode: str = "fast",
+        query_dtype: Optional[torch.dtype] = None,
     ) -> List[TorchMesh]:
-        """One mesh per batch element of `params`, with linear `R, G, B` vertex colours (SPEC §5.6)."""
+        """One mesh per batch element of `params`, with linear `R, G, B` vertex colours (SPEC §5.6).
+
+        mesh_mode: "fast" (default) queries the SDF only in a narrow band around the surface found
+            on a 4x coarser grid, which gives the exact mode's mesh bit for bit on smooth fields
+            (guarantee in `shap_e.rendering.sdf_band`); "exact" queries every grid sample.
+        query_dtype: None (float32, default) or `torch.bfloat16` to autocast the MLP queries:
+            ~1.8x faster on CPUs with AVX512-BF16; vertices move by up to ~1e-3 of the box
+            and faces can differ where the surface grazes a sample (bench/decode.py measures it).
+        """
         grid_size = self.grid_size if grid_size is None else grid_size
         _check_grid_size(grid_size)
+        _check_mesh_mode(mesh_mode)
         batch = next(iter(params.values())).shape[0] if params else 1
-        return self._extract(self._mlp_params(params, batch), grid_size, query_batch_size)[1]
+        return self._extract(self._mlp_params(params, batch), grid_size, query_batch_size, mesh_mode, query_dtype)[1]
 
-    def _field(self, mlp_params: Dict[str, torch.Tensor], chunk: int):
-        """The field as a `FieldFn`, evaluated at most `chunk` points per batch element at a time."""
+    def field(
+        self,
+        params: Mapping[str, torch.Tensor],
+        query_batch_size: int = 4096,
+        query_dtype: Optional[torch.dtype] = None,
+    ) -> FieldFn:
+        """The field of `params` (from `bottleneck_to_params`) as a `shap_e.rendering.nerf.FieldFn`."""
+        batch = next(iter(params.values())).shape[0] if params else 1
+        return self._field(self._mlp_params(params, batch), query_batch_size, query_dtype)
+
+    def _field(self, mlp_params: Dict[str, torch.Tensor], chunk: int, dtype: Optional[torch.dtype] = None):
+        """The field as a `FieldFn`, evaluated at most `chunk` points per batch element at a time.
+
+        dtype: None (float32) or a float type to autocast the MLP to (heads come back as float32).
+        """
         if chunk < 1:
             raise ValueError(f"query_batch_size must be positive, got {chunk}")
 
+        def query(position, direction, heads) -> NeRSTFOutput:
+            if dtype is None:
+                return self.nerstf.query(position, mlp_params, direction, heads)
+            with torch.autocast(position.device.type, dtype=dtype):
+                out = self.nerstf.query(position, mlp_params, direction, heads)
+            return NeRSTFOutput(**{h: getattr(out, h).float() for h in heads})
+
         def field(position, direction, heads) -> NeRSTFOutput:
-            parts = [
-                self.nerstf.query(
-                    position[:, start:start + chunk], mlp_params,
-                    None if direction is None else direction[:, start:start + chunk], heads,
-                )
-                for start in range(0, position.shape[1], chunk)
-            ]
+            parts = []
+            for start in range(0, position.shape[1], chunk):
+                part = None if direction is None else direction[:, start:start + chunk]
+                parts.append(query(position[:, start:start + chunk], part, heads))
             if len(parts) == 1:
                 return parts[0]
             return NeRSTFOutput(**{h: torch.cat([getattr(p, h) for p in parts], dim=1) for h in heads})
 
         return field
 
-    def _extract(self, mlp_params, grid_size: int, chunk: int):
-        field = self._field(mlp_params, chunk)
+    def _extract(self, mlp_params, grid_size: int, chunk: int, mesh_mode: str, dtype=None):
+        field = self._field(mlp_params, chunk, dtype)
         weight = next(iter(mlp_params.values()))
-        grid: SDFGrid = query_sdf_grid(field, weight.shape[0], grid_size, self.box, chunk, weight.device)
-        meshes, mesh_mask = meshes_from_fields(grid.fields, self.box.to(weight.device))
+        box, args = self.box.to(weight.device), (field, weight.shape[0], grid_size, self.box, chunk, weight.device)
+        grid: SDFGrid = query_sdf_band(*args) if mesh_mode == "fast" else query_sdf_grid(*args)
+        meshes, mesh_mask = meshes_from_fields(grid.fields, box)
+        if mesh_mode == "fast" and not bool(mesh_mask.all()):
+            # The placeholder mesh sits at the mean of the whole field, which the band does not know.
+            grid = query_sdf_grid(*args)
+            meshes, mesh_mask = meshes_from_fields(grid.fields, box)
         return grid, color_meshes(field, meshes, chunk), mesh_mask
 
-    def _render_nerf(self, cameras, field, with_direction, ray_batch_size, generator) -> RenderOutput:
+    def _render_nerf(self, cameras, field, with_direction, ray_batch_size, generator, reference) -> RenderOutput:
         batch, *inner = cameras.shape
         device = self.void.background.device
         rays = cameras.to(device).rays()  # [batch * views, H * W, 2, 3]
@@ -174,7 +228,7 @@ class NeRSTFRenderer(nn.Module):
         parts = [
             render_rays(
                 field, rays[:, start:start + ray_batch_size], box, self.void.background,
-                self.n_coarse_samples, self.n_fine_samples, with_direction, generator,
+                self.n_coarse_samples, self.n_fine_samples, with_direction, generator, reference,
             )
             for start in range(0, rays.shape[1], ray_batch_size)
         ]
@@ -203,6 +257,11 @@ class NeRSTFRenderer(nn.Module):
                 )
             out[key] = value
         return out
+
+
+def _check_mesh_mode(mesh_mode: str) -> None:
+    if mesh_mode not in MESH_MODES:
+        raise ValueError(f"mesh_mode must be one of {MESH_MODES}, got {mesh_mode!r}")
 
 
 def _check_grid_size(grid_size: int) -> None:

@@ -5,7 +5,7 @@ Pure functions; the field is any `FieldFn` (see `shap_e.rendering.nerf`), batche
 import importlib.util
 import math
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -14,6 +14,7 @@ from shap_e.rendering.marching_cubes import marching_cubes
 from shap_e.rendering.mesh import TorchMesh
 from shap_e.rendering.nerf import FieldFn
 from shap_e.rendering.rasterize import STF_LIGHT_DIRECTION, rasterize, shade_vertex_colors
+from shap_e.rendering.sdf_band import BandStats, evaluate_band
 from shap_e.rendering.volume import BoundingBox
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "RASTERIZERS",
     "grid_points",
     "query_sdf_grid",
+    "query_sdf_band",
     "meshes_from_fields",
     "color_meshes",
     "srgb_to_linear",
@@ -31,6 +33,7 @@ __all__ = [
 ]
 
 RASTERIZERS = ("torch", "pytorch3d")
+_GEMM_ROWS = 64
 _NO_PYTORCH3D = (
     "rasterizer='pytorch3d' needs PyTorch3D, which is not importable (pip has no wheel for most "
     "platforms; build it from source), or use rasterizer='torch'"
@@ -43,11 +46,14 @@ class SDFGrid:
 
     fields: `[batch, G + 2, G + 2, G + 2]` SDF with a border of -1 (outside) all around.
     raw_signed_distance, raw_density: `[batch, G^3, 1]` (SDF head, fine density head).
+    A narrow-band grid (`query_sdf_band`) holds +-1 away from the surface, has no density
+    (None) and says in `band` how much it evaluated.
     """
 
     fields: torch.Tensor
     raw_signed_distance: torch.Tensor
-    raw_density: torch.Tensor
+    raw_density: Optional[torch.Tensor]
+    band: Optional[BandStats] = None
 
 
 @dataclass
@@ -81,6 +87,36 @@ def query_sdf_grid(field: FieldFn, batch_size: int, grid_size: int, box: Boundin
     cube = sdf.view(batch_size, grid_size, grid_size, grid_size)
     fields = torch.nn.functional.pad(cube, (1, 1, 1, 1, 1, 1), value=-1.0)
     return SDFGrid(fields=fields, raw_signed_distance=sdf, raw_density=density)
+
+
+def query_sdf_band(
+    field: FieldFn, batch_size: int, grid_size: int, box: BoundingBox, chunk: int, device, **band_options
+) -> SDFGrid:
+    """The SDF grid exact only near the surface (`shap_e.rendering.sdf_band`); same mesh, far fewer queries.
+
+    band_options: `coarse_step`, `margin`, `dilation`, `max_fraction` of `evaluate_band`. Where the
+    band would cover most of the grid, this is `query_sdf_grid` (after the coarse pass).
+    """
+
+    def sample(index: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(batch_size, len(index), device=device)
+        for start in range(0, len(index), chunk):
+            part = index[start:start + chunk]
+            # GEMM kernels round the rows of a ragged last block differently; padding every query
+            # to whole blocks keeps each value bit-identical to the full grid's (whose chunks are
+            # whole blocks when `chunk` and G^3 are multiples of 64, e.g. 4096 and G = 128).
+            padded = torch.cat([part, part[-1:].expand((-len(part)) % _GEMM_ROWS)])
+            points = grid_points(padded, grid_size, box).unsqueeze(0).expand(batch_size, -1, -1)
+            out[:, start:start + len(part)] = field(points, None, ("sdf",)).sdf[:, : len(part), 0]
+        return out
+
+    cube, stats = evaluate_band(sample, batch_size, grid_size, device, **band_options)
+    if cube is None:
+        grid = query_sdf_grid(field, batch_size, grid_size, box, chunk, device)
+        grid.band = BandStats(evaluated=stats.evaluated + stats.total, total=stats.total, rounds=0)
+        return grid
+    fields = torch.nn.functional.pad(cube, (1, 1, 1, 1, 1, 1), value=-1.0)
+    return SDFGrid(fields=fields, raw_signed_distance=cube.reshape(batch_size, -1, 1), raw_density=None, band=stats)
 
 
 def meshes_from_fields(fields: torch.Tensor, box: BoundingBox) -> Tuple[List[TorchMesh], torch.Tensor]:

@@ -100,7 +100,7 @@ def test_generator_makes_renders_reproducible_without_touching_the_global_rng():
     def field(position, direction, heads):
         density = (1 - position.norm(dim=-1, keepdim=True)).clamp(min=0) * 5
         color = torch.sigmoid(position)
-        return NeRSTFOutput(**{heads[-2]: density, heads[-1]: color, **({"sdf": density} if "sdf" in heads else {})})
+        return NeRSTFOutput(**{h: color if h.startswith("color") else density for h in heads})
 
     rays = torch.zeros(1, 7, 2, 3)
     rays[..., 0, 2] = -4.0
@@ -115,3 +115,34 @@ def test_generator_makes_renders_reproducible_without_touching_the_global_rng():
     assert torch.equal(a.channels, b.channels) and torch.equal(a.raw_density, b.raw_density)
     assert a.raw_density.shape == (1, 7, 48)
     assert a.transmittance.max() < 1  # the ray crosses the dense ball
+
+
+def test_default_queries_render_like_the_reference_queries_with_fewer_points():
+    queried = []
+
+    def field(position, direction, heads):
+        queried.append(position.shape[1])
+        density = (0.8 - position.norm(dim=-1, keepdim=True)).clamp(min=0) * 4
+        values = {"sdf": 0.8 - position.norm(dim=-1, keepdim=True), "color": torch.sigmoid(3 * position)}
+        return NeRSTFOutput(**{h: values["color"] if h.startswith("color") else
+                               (values["sdf"] if h == "sdf" else density) for h in heads})
+
+    rays = torch.zeros(1, 7, 2, 3)
+    rays[..., 0, 2] = -4.0
+    rays[..., 0, 0] = torch.linspace(-0.9, 0.9, 7)
+    rays[0, 6, 0, 0] = 1.5  # misses the box
+    rays[..., 1, 2] = 1.0
+    renders, counts = [], []
+    for reference in (True, False):
+        queried.clear()
+        renders.append(render_rays(field, rays, BOX, torch.zeros(3), 16, 32,
+                                   generator=torch.Generator().manual_seed(2), reference_queries=reference))
+        counts.append(sum(queried))
+    reference, fast = renders
+    assert counts == [7 * (16 + 48), 6 * (16 + 32)]
+    for name in ("channels", "transmittance", "distances", "channels_coarse", "transmittance_coarse"):
+        assert torch.equal(getattr(reference, name), getattr(fast, name)), name
+    for name in ("raw_signed_distance", "raw_density"):
+        assert torch.equal(getattr(reference, name)[:, :6], getattr(fast, name)[:, :6]), name
+        assert (getattr(fast, name)[:, 6] == 0).all()
+    assert reference.transmittance[0, :6].min() < 0.9 and reference.transmittance[0, 6] == 1
