@@ -80,13 +80,16 @@ def conditioning_embeddings(
     embeddings: Optional[Union[torch.Tensor, Sequence[Optional[torch.Tensor]]]] = None,
     clip: Optional[Any] = None,
     device: Union[str, torch.device, None] = None,
+    feature_shape: Optional[Tuple[int, ...]] = None,
 ) -> torch.Tensor:
     """Per-element CLIP conditioning for the diffusion models, zeros where an element has none.
 
     :param kind: `"text"` or `"image"`: `[batch, 768]` unit vectors (an element may be a text, an
         image or a precomputed embedding); `"image_grid"`: `[batch, 1024, 256]` grids.
     :param embeddings: precomputed rows, used as given (cast to float32); they bypass CLIP entirely.
-    :param clip: the CLIP to embed with; default: a shared lazy ViT-L/14, loaded only if needed.
+    :param clip: the encoder to embed with (CLIP, or any `TextConditioner`/`ImageGridConditioner`);
+        default: a shared lazy ViT-L/14, loaded only if needed.
+    :param feature_shape: the shape of one row when nothing is given (default: ViT-L/14's).
     For `"image_grid"` with `images` given, `None` entries are embedded as a 64x64 black image
     (as the reference does); a batch without images or embeddings is all zeros (unconditional).
     """
@@ -116,7 +119,7 @@ def conditioning_embeddings(
             for i, e in zip(image_idx, embed([image_rows[i] for i in image_idx])):
                 rows[i] = e
     present = [r for r in rows if r is not None]
-    shape = tuple(present[0].shape) if present else FEATURE_SHAPES[kind]
+    shape = tuple(present[0].shape) if present else tuple(feature_shape or FEATURE_SHAPES[kind])
     if device is not None:
         target = torch.device(device)
     else:

@@ -73,7 +73,7 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
         TextConditionedTransformer,
     )
 
-    check_keys(config, {"name", "d_latent", "latent_ctx", "inner"}, "SplitVectorDiffusion")
+    check_keys(config, {"name", "d_latent", "latent_ctx", "inner", "conditioner"}, "SplitVectorDiffusion")
     inner = dict(config["inner"])
     inner_classes = {
         "CLIPImagePointDiffusionTransformer": TextConditionedTransformer,
@@ -98,7 +98,9 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
     wrapped = inner_classes[inner_name](
         input_channels=channels, output_channels=2 * channels, n_ctx=latent_ctx, device=device, **inner
     )
-    return SplitVectorDiffusion(wrapped=wrapped, d_latent=d_latent, latent_ctx=latent_ctx)
+    return SplitVectorDiffusion(
+        wrapped=wrapped, d_latent=d_latent, latent_ctx=latent_ctx, conditioner=config.get("conditioner", "clip")
+    )
 
 
 def _transmitter(config: Dict[str, Any], device) -> nn.Module:

@@ -17,6 +17,8 @@ from shap_e.models.transformer import MLP, Transformer, is_meta
 CLIP_TEXT_WIDTH = 768
 CLIP_GRID_CHANNELS = 1024
 CLIP_GRID_TOKENS = 256
+# Text/image encoders a prior can be configured with (`conditioner:` in its config).
+CONDITIONERS = ("clip", "minilm")
 
 
 class PointDiffusionTransformer(nn.Module):
@@ -154,11 +156,18 @@ class SplitVectorDiffusion(nn.Module):
     `[x0 prediction | variance values]`, each token-major.
     """
 
-    def __init__(self, *, wrapped: PointDiffusionTransformer, d_latent: int, latent_ctx: int):
+    def __init__(
+        self, *, wrapped: PointDiffusionTransformer, d_latent: int, latent_ctx: int, conditioner: str = "clip"
+    ):
         super().__init__()
+        if conditioner not in CONDITIONERS:
+            raise ValueError(f"conditioner={conditioner!r} is unknown; valid: {sorted(CONDITIONERS)}")
+        if conditioner == "minilm" and wrapped.conditioning != "text":
+            raise ValueError("conditioner='minilm' embeds texts; it needs a text-conditioned inner model")
         self.d_latent = d_latent
         self.n_ctx = latent_ctx
         self.wrapped = wrapped
+        self.conditioner = conditioner
         self._clip = None
 
     @property
@@ -174,24 +183,44 @@ class SplitVectorDiffusion(nn.Module):
         return torch.cat([mean.permute(0, 2, 1).flatten(1), var.permute(0, 2, 1).flatten(1)], dim=1)
 
     def set_clip(self, clip) -> None:
-        """Use this CLIP (a `shap_e.models.clip.FrozenCLIP`) for `texts=`/`images=` conditioning."""
+        """Embed `texts=`/`images=` with this encoder (a `FrozenCLIP`, or any conditioner of
+        `shap_e.models.conditioning`) instead of the configured one."""
         self._clip = clip
+
+    def _encoder(self):
+        """The configured text/image encoder, created lazily (nothing is loaded until it embeds)."""
+        if self._clip is None:
+            if self.conditioner == "minilm":
+                from shap_e.models.sentence_encoder import SentenceEncoder
+
+                self._clip = SentenceEncoder.from_package(device=self.wrapped.input_proj.weight.device)
+            else:
+                from shap_e.models.clip import default_clip
+
+                self._clip = default_clip(self.wrapped.input_proj.weight.device)
+        return self._clip
 
     def cached_model_kwargs(self, batch_size: int, model_kwargs: Dict[str, Any]) -> Dict[str, Any]:
         """Turn `texts=`/`images=`/`embeddings=` into `{"embeddings": tensor}` once, before sampling.
 
-        CLIP is loaded only when texts or images are given; missing entries become zeros.
+        The encoder (CLIP, or MiniLM for `conditioner="minilm"`) is loaded only when texts or
+        images are given; missing entries become zeros (the unconditional input).
         """
         from shap_e.models.conditioning import conditioning_embeddings
 
-        kind = "text" if self.conditioning == "text" else "image_grid"
+        wants_encoder = any(model_kwargs.get(k) is not None for k in ("texts", "images"))
+        if self.conditioning == "text":
+            kind, shape = "text", (self.wrapped.cond_width,)
+        else:
+            kind, shape = "image_grid", self.wrapped.grid_shape
         emb = conditioning_embeddings(
             kind,
             batch_size,
             texts=model_kwargs.get("texts"),
             images=model_kwargs.get("images"),
             embeddings=model_kwargs.get("embeddings"),
-            clip=self._clip,
+            clip=self._encoder() if wants_encoder else None,
             device=self.wrapped.input_proj.weight.device,
+            feature_shape=shape,
         )
         return {"embeddings": emb}

