@@ -59,9 +59,13 @@ def mesh_files(directory) -> List[Path]:
 
 
 def load_asset_records(
-    paths: Sequence[Path], encoder: nn.Module, cache_dir=None, seed: int = 0, progress: bool = True
+    paths: Sequence[Path], encoder: nn.Module, cache_dir=None, seed: int = 0, progress: bool = True,
+    random_sample_count: int = 2**19,
 ) -> Tuple[List[AssetRecord], List[Tuple[str, str]]]:
-    """Encoder batches and supervision for every readable asset; unreadable ones are skipped and returned."""
+    """Encoder batches and supervision for every readable asset; unreadable ones are skipped and returned.
+
+    random_sample_count: surface candidates for the farthest-point sampling of the encoder's points.
+    """
     from shap_e.util.asset_loading import load_asset
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
@@ -70,7 +74,8 @@ def load_asset_records(
         try:
             batch = load_or_create_multimodal_batch(
                 torch.device("cpu"), model_path=str(path), cache_dir=cache_dir,
-                point_count=encoder.inner_batch_size[0], mv_light_mode="basic",
+                point_count=encoder.inner_batch_size[0], random_sample_count=random_sample_count,
+                mv_light_mode="basic",
                 mv_num_views=encoder.inner_batch_size[1], mv_image_size=encoder.image_size, seed=seed,
             )
             targets = asset_targets(load_asset(str(path)), generator=torch.Generator().manual_seed(seed + i))
