@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from shap_e.eval.metrics import EvalMesh, occupancy, to_eval_mesh
-from shap_e.util.asset_loading import linear_to_srgb, srgb_to_linear
+from shap_e.rendering.color import linear_to_srgb, srgb_to_linear
 
 __all__ = [
     "ShapeClassifier",

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from shap_e.util.asset_loading import linear_to_srgb, srgb_to_linear
+from shap_e.rendering.color import linear_to_srgb, srgb_to_linear
 
 __all__ = [
     "EvalMesh",

@@ -10,6 +10,7 @@ from typing import List, Optional, Tuple
 import torch
 
 from shap_e.rendering.cameras import ProjectiveCamera
+from shap_e.rendering.color import linear_to_srgb, srgb_to_linear
 from shap_e.rendering.marching_cubes import marching_cubes
 from shap_e.rendering.mesh import TorchMesh
 from shap_e.rendering.nerf import FieldFn
@@ -26,8 +27,6 @@ __all__ = [
     "query_sdf_band",
     "meshes_from_fields",
     "color_meshes",
-    "srgb_to_linear",
-    "linear_to_srgb",
     "render_mesh_views",
     "check_rasterizer",
 ]
@@ -159,16 +158,6 @@ def color_meshes(field: FieldFn, meshes: List[TorchMesh], chunk: int) -> List[To
         )
         for b, mesh in enumerate(meshes)
     ]
-
-
-def srgb_to_linear(u: torch.Tensor) -> torch.Tensor:
-    """The sRGB transfer function inverted (IEC 61966-2-1), elementwise on values in [0, 1]."""
-    return torch.where(u <= 0.04045, u / 12.92, ((u + 0.055) / 1.055) ** 2.4)
-
-
-def linear_to_srgb(u: torch.Tensor) -> torch.Tensor:
-    """The sRGB transfer function (IEC 61966-2-1), elementwise on values in [0, 1]."""
-    return torch.where(u <= 0.0031308, 12.92 * u, 1.055 * u ** (1 / 2.4) - 0.055)
 
 
 def render_mesh_views(

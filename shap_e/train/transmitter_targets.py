@@ -11,7 +11,8 @@ from typing import Optional
 
 import torch
 
-from shap_e.util.asset_loading import AssetMesh, linear_to_srgb
+from shap_e.rendering.color import linear_to_srgb
+from shap_e.util.asset_loading import AssetMesh
 from shap_e.util.point_cloud import sample_surface
 
 

@@ -18,7 +18,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 import torch
 
-__all__ = ["AssetMesh", "load_asset", "srgb_to_linear", "linear_to_srgb", "DEFAULT_LINEAR_COLOR"]
+__all__ = ["AssetMesh", "load_asset", "DEFAULT_LINEAR_COLOR"]
 
 # Blender's Principled BSDF default base colour, used for surfaces without any colour.
 DEFAULT_LINEAR_COLOR = 0.8
@@ -74,16 +74,6 @@ class AssetMesh:
             face_texture=self.face_texture.to(device),
             textures=[t.to(device) for t in self.textures],
         )
-
-
-def srgb_to_linear(u: torch.Tensor) -> torch.Tensor:
-    """The sRGB transfer function inverted (values in [0, 1])."""
-    return torch.where(u <= 0.04045, u / 12.92, ((u + 0.055) / 1.055) ** 2.4)
-
-
-def linear_to_srgb(u: torch.Tensor) -> torch.Tensor:
-    """The sRGB transfer function (values in [0, 1])."""
-    return torch.where(u <= 0.0031308, 12.92 * u, 1.055 * u.clamp(min=0.0031308) ** (1 / 2.4) - 0.055)
 
 
 def load_asset(path: str, up_axis: str = "auto") -> AssetMesh:

@@ -20,7 +20,8 @@ import torch
 
 from shap_e.rendering.cameras import ProjectiveCamera, look_at
 from shap_e.rendering.rasterize import STF_LIGHT_DIRECTION, face_normals, rasterize
-from shap_e.util.asset_loading import AssetMesh, linear_to_srgb
+from shap_e.rendering.color import linear_to_srgb
+from shap_e.util.asset_loading import AssetMesh
 
 __all__ = ["MultiviewRenders", "BLENDER_DEFAULT_FOV", "multiview_cameras", "render_multiview"]
 

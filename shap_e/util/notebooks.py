@@ -41,23 +41,41 @@ def decode_latent_images(
     rendering_mode: str = "stf",
     *,
     generator: Optional[torch.Generator] = None,
+    query_dtype: Optional[torch.dtype] = None,
 ) -> List[Image.Image]:
     """Render one latent `[d_latent_total]` in every view of `cameras` -> one PIL image per view.
 
     NeRF mode is stochastic (`generator`, default the global RNG, as the reference); STF mode is
     deterministic. Pixel values are truncated to uint8 after clamping to 0..255, as the reference.
+    `query_dtype=torch.bfloat16` evaluates the field in bf16 (about 2x faster on CPUs with bf16).
     """
     params = _params(xm, latent)
-    out = xm.renderer.render_views(cameras, params, rendering_mode=rendering_mode, generator=generator)
+    out = xm.renderer.render_views(
+        cameras, params, rendering_mode=rendering_mode, generator=generator, query_dtype=query_dtype
+    )
     images = out.channels.clamp(0, 255).to(torch.uint8)[0]  # [*inner, H, W, 3]
     frames = images.reshape(-1, *images.shape[-3:]).cpu().numpy()
     return [Image.fromarray(frame) for frame in frames]
 
 
 @torch.no_grad()
-def decode_latent_mesh(xm: Any, latent: torch.Tensor, *, grid_size: Optional[int] = None) -> TorchMesh:
-    """The STF mesh of one latent, with linear `R, G, B` vertex colours (grid: the config's, 128)."""
-    return xm.renderer.extract_mesh(_params(xm, latent), grid_size=grid_size)[0]
+def decode_latent_mesh(
+    xm: Any,
+    latent: torch.Tensor,
+    *,
+    grid_size: Optional[int] = None,
+    mesh_mode: str = "fast",
+    query_dtype: Optional[torch.dtype] = None,
+) -> TorchMesh:
+    """The STF mesh of one latent, with linear `R, G, B` vertex colours (grid: the config's, 128).
+
+    `mesh_mode="fast"` (default) evaluates the SDF only in a narrow band around the surface and
+    gives the same mesh as `"exact"` (the whole grid, as the reference); `query_dtype=torch.bfloat16`
+    trades exactness (vertices move by a fraction of a grid step) for about 1.6x speed.
+    """
+    return xm.renderer.extract_mesh(
+        _params(xm, latent), grid_size=grid_size, mesh_mode=mesh_mode, query_dtype=query_dtype
+    )[0]
 
 
 def latent_color_fn(xm: Any, latent: torch.Tensor, chunk: int = 65536):
@@ -66,7 +84,7 @@ def latent_color_fn(xm: Any, latent: torch.Tensor, chunk: int = 65536):
     For `shap_e.rendering.export.save_textured_glb`, which bakes it into a UV texture. The STF
     colour head is sRGB; it is converted to linear as the vertex colours are (SPEC §5.6 step 6).
     """
-    from shap_e.rendering.stf import srgb_to_linear
+    from shap_e.rendering.color import srgb_to_linear
 
     params = {k[len("nerstf."):]: v for k, v in _params(xm, latent).items()}
     nerstf = xm.renderer.nerstf

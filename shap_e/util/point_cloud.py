@@ -10,7 +10,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from shap_e.util.asset_loading import AssetMesh, linear_to_srgb
+from shap_e.rendering.color import linear_to_srgb
+from shap_e.util.asset_loading import AssetMesh
 
 __all__ = ["sample_surface", "farthest_point_sample", "sample_point_cloud"]
 

@@ -20,7 +20,7 @@ from shap_e.eval.metrics import EvalMesh, grid_iou, nearest, occupancy, to_eval_
 from shap_e.eval.run import asset_mesh
 from shap_e.rendering.marching_cubes import marching_cubes
 from shap_e.rendering.mesh import TorchMesh
-from shap_e.util.asset_loading import srgb_to_linear
+from shap_e.rendering.color import srgb_to_linear
 
 
 @pytest.fixture(scope="module")

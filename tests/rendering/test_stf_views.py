@@ -9,7 +9,8 @@ import torch
 
 from shap_e.models.renderer import build_renderer
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
-from shap_e.rendering.stf import linear_to_srgb, render_mesh_views
+from shap_e.rendering.color import linear_to_srgb
+from shap_e.rendering.stf import render_mesh_views
 
 LIGHT = torch.tensor([0.09387503, -0.63953443, -0.7630093])
 VIEWS = [0, 13]

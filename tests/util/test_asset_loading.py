@@ -5,7 +5,8 @@ import torch
 import trimesh
 from PIL import Image
 
-from shap_e.util.asset_loading import DEFAULT_LINEAR_COLOR, linear_to_srgb, load_asset, srgb_to_linear
+from shap_e.rendering.color import linear_to_srgb, srgb_to_linear
+from shap_e.util.asset_loading import DEFAULT_LINEAR_COLOR, load_asset
 
 TEXELS = np.array([[[255, 0, 0], [0, 255, 0]], [[0, 0, 255], [255, 255, 0]]], dtype=np.uint8)
 

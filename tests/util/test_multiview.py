@@ -6,7 +6,8 @@ import torch
 import trimesh
 
 from shap_e.rendering.rasterize import STF_LIGHT_DIRECTION
-from shap_e.util.asset_loading import linear_to_srgb, load_asset
+from shap_e.rendering.color import linear_to_srgb
+from shap_e.util.asset_loading import load_asset
 from shap_e.util.multiview import BLENDER_DEFAULT_FOV, multiview_cameras, render_multiview
 
 

@@ -155,3 +155,16 @@ def test_latent_color_fn_matches_the_mesh_vertex_colours(golden):
     colors = latent_color_fn(xm, latent)(mesh.verts)
     expected = torch.stack([mesh.vertex_channels[c] for c in "RGB"], dim=1)
     torch.testing.assert_close(colors, expected, atol=1e-5, rtol=0)
+
+
+def test_decode_latent_mesh_fast_mode_equals_exact_mode(golden):
+    from shap_e.models.configs import model_from_config
+    from shap_e.util.notebooks import decode_latent_mesh
+
+    f = golden("f")
+    xm = model_from_config(f["config"]["transmitter"]).eval()
+    xm.load_state_dict(f["state_dict"])
+    latent = f["inputs"]["latent"][0]
+    fast = decode_latent_mesh(xm, latent)
+    exact = decode_latent_mesh(xm, latent, mesh_mode="exact")
+    assert torch.equal(fast.faces, exact.faces) and torch.equal(fast.verts, exact.verts)
