@@ -5,7 +5,7 @@ tokens, read the whole point cloud (cross-attention 0) and the patches of every 
 (cross-attention 1), then a self-attention stack; the last `latent_ctx` tokens are projected to
 `d_latent` channels. `encode_to_bottleneck` returns the tanh'ed latent that diffusion generates.
 """
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -67,6 +67,7 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
         self.d_latent, self.data_ctx, self.width = d_latent, data_ctx, width
         self.inner_batch_size = tuple(inner_batch_size)
         self.image_size, self.patch_size, self.max_depth = image_size, patch_size, max_depth
+        self.view_chunk = 4
 
         self.params_proj = ChannelsParamsProj(
             param_shapes=self.param_shapes, d_latent=d_latent, device=device, **params_proj
@@ -107,33 +108,47 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
         )[:, : self.inner_batch_size[0]]
         return torch.gather(features, 1, index[..., None].expand(-1, -1, features.shape[-1]))
 
-    def multiview_pixels(self, batch: MultimodalBatch) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Per-pixel features `[batch * views, 279, size, size]` (SPEC §4.6 steps 1-6)."""
-        views, depths, alphas, cameras = batch.views, batch.depths, batch.view_alphas, batch.cameras
-        if views is None or depths is None or alphas is None or cameras is None:
-            raise ValueError("the batch needs views, depths, view_alphas and cameras for the multiview stream")
-        n_batch, n_views, _, size, _ = views.shape
-        if size != self.image_size or cameras.width != size:
-            raise ValueError(f"views must be {self.image_size}x{self.image_size} (image_size), got {size}x{size}")
-        rays = cameras.rays().view(n_batch, n_views, size, size, 2, 3).to(views.device)
+    def multiview_pixels(
+        self, views: torch.Tensor, depths: torch.Tensor, alphas: torch.Tensor, rays: torch.Tensor, cam_z: torch.Tensor
+    ) -> torch.Tensor:
+        """Per-pixel features `[n, 279, size, size]` of `n` images (SPEC §4.6 steps 1-6).
+
+        views `[n, 3, S, S]`, depths and alphas `[n, 1, S, S]`, rays `[n, S, S, 2, 3]`, cam_z `[n, 3]`.
+        """
         origin, direction = rays[..., 0, :], rays[..., 1, :]
-        cam_z = cameras.z.view(n_batch, n_views, 1, 1, 3).to(views.device)
-        depth = depths.clamp(max=self.max_depth).permute(0, 1, 3, 4, 2)
-        position = origin + direction * (depth / torch.sum(direction * cam_z, dim=-1, keepdim=True))
-        colour = views.permute(0, 1, 3, 4, 2)
+        depth = depths.clamp(max=self.max_depth).permute(0, 2, 3, 1)
+        position = origin + direction * (depth / torch.sum(direction * cam_z[:, None, None], dim=-1, keepdim=True))
+        colour = views.permute(0, 2, 3, 1)
         features = torch.cat(
             [posenc_nerf(colour, 0, 15), posenc_nerf(origin, 0, 15), posenc_nerf(position, 0, 15)], dim=-1
         )
-        mask = alphas.permute(0, 1, 3, 4, 2) >= 0.999
+        mask = alphas.permute(0, 2, 3, 1) >= 0.999
         features = torch.where(mask, features, self.mv_pcl_embed.unk_token.to(features.dtype))
-        return features.reshape(n_batch * n_views, size, size, -1).permute(0, 3, 1, 2), rays
+        return features.permute(0, 3, 1, 2)
 
     def multiview_stream(self, batch: MultimodalBatch, generator) -> torch.Tensor:
-        """Cross-attention data 1: patch tokens of `inner_batch_size[1]` shuffled views."""
-        n_batch, n_views = batch.views.shape[:2]
-        pixels, _ = self.multiview_pixels(batch)
-        h = self.patch_emb(self.mv_pcl_embed(pixels))  # [batch * views, width, size/P, size/P]
-        h = h.view(n_batch, n_views, self.width, -1).permute(0, 1, 3, 2)
+        """Cross-attention data 1: patch tokens of `inner_batch_size[1]` shuffled views.
+
+        Images go through the per-pixel embedding `view_chunk` at a time (convolutions are
+        per image), which bounds memory: the full-size features are 1.5 GB per 20 views.
+        """
+        if batch.views is None or batch.depths is None or batch.view_alphas is None or batch.cameras is None:
+            raise ValueError("the batch needs views, depths, view_alphas and cameras for the multiview stream")
+        n_batch, n_views, _, size, _ = batch.views.shape
+        if size != self.image_size or batch.cameras.width != size:
+            raise ValueError(f"views must be {self.image_size}x{self.image_size} (image_size), got {size}x{size}")
+        n_images = n_batch * n_views
+        views = batch.views.reshape(n_images, *batch.views.shape[2:])
+        depths = batch.depths.reshape(n_images, *batch.depths.shape[2:])
+        alphas = batch.view_alphas.reshape(n_images, *batch.view_alphas.shape[2:])
+        rays = batch.cameras.rays().view(n_images, size, size, 2, 3).to(views.device)
+        cam_z = batch.cameras.z.to(views.device)
+        tokens = []
+        for s in range(0, n_images, self.view_chunk):
+            e = s + self.view_chunk
+            pixels = self.multiview_pixels(views[s:e], depths[s:e], alphas[s:e], rays[s:e], cam_z[s:e])
+            tokens.append(self.patch_emb(self.mv_pcl_embed(pixels)))  # [chunk, width, size/P, size/P]
+        h = torch.cat(tokens).view(n_batch, n_views, self.width, -1).permute(0, 1, 3, 2)
         index = torch.stack(
             [torch.randperm(n_views, generator=generator).to(h.device) for _ in range(n_batch)]
         )[:, : self.inner_batch_size[1]]
