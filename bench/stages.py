@@ -103,10 +103,27 @@ def _forward(model, inputs: Dict[str, torch.Tensor], device: torch.device, dtype
         return model(inputs["x"], inputs["t"], embeddings=inputs["embeddings"]).float()
 
 
-def text_forward(dtype_name: str) -> Callable[[Context], Prepared]:
-    """One forward of text300M at batch 2 (one guided step) in fp32 or under bf16 autocast."""
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Attention as the reference computes it: q and k scaled by d^(-1/4), a float32 softmax."""
+    batch, heads, n_q, d = q.shape
+    scale = d ** -0.25
+    weights = torch.einsum("bhqd,bhkd->bhqk", q * scale, k * scale)
+    weights = torch.softmax(weights.float(), dim=-1).to(weights.dtype)
+    return torch.einsum("bhqk,bhkd->bhqd", weights, v).transpose(1, 2).reshape(batch, n_q, heads * d)
+
+
+def text_forward(dtype_name: str, eager: bool = False) -> Callable[[Context], Prepared]:
+    """One forward of text300M at batch 2 (one guided step) in fp32 or under bf16 autocast.
+
+    `eager=True` swaps the fused `scaled_dot_product_attention` for the reference's plain
+    attention: the "plain fp32 eager implementation" that the optimised paths are compared with.
+    """
 
     def setup(ctx: Context) -> Prepared:
+        if eager:
+            import shap_e.models.transformer as transformer
+
+            transformer.attention = eager_attention  # this stage runs in its own process
         config, model, inputs = _text_setup(ctx)
         dtype = torch.float32 if dtype_name == "fp32" else bf16_dtype_for(ctx.device)
         info = {"dtype": str(dtype).replace("torch.", ""), "batch": 2,
@@ -308,6 +325,8 @@ def matmul_peak(ctx: Context) -> Prepared:
 
 STAGES: List[Stage] = [
     Stage("matmul_peak", "2048³ matmul, fp32 and bf16 (machine peak)", matmul_peak, True, 1, 0),
+    Stage("text300M_fwd_fp32_eager", "text300M forward, batch 2, fp32, plain attention",
+          text_forward("fp32", eager=True), True),
     Stage("text300M_fwd_fp32", "text300M forward, batch 2, fp32", text_forward("fp32"), True),
     Stage("text300M_fwd_bf16", "text300M forward, batch 2, bf16 autocast", text_forward("bf16"), True),
     Stage("sample_heun64", "sample_latents, Heun 64 steps, guided", sample("heun", False), False, 1, 0),

@@ -112,3 +112,16 @@ def test_unknown_or_mismatched_conditioner_is_rejected():
             "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 16, "layers": 1, "heads": 2}}
     with pytest.raises(ValueError, match="needs a text-conditioned inner model"):
         model_from_config(grid)
+
+
+def test_bf16_autocast_stays_close_to_fp32(golden):
+    """The CPU fast path: bf16 autocast agrees with fp32 within 5 % relative error (bench: 1.2 %
+    on the full-size text300M)."""
+    a = golden("a")
+    model = build(a["config"]["variant_A"], a["state_dict"]["variant_A"])
+    case = a["inputs"]["cases"][0]
+    with torch.no_grad():
+        fp32 = model(a["inputs"]["x"], case["t"], embeddings=case["embeddings"])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = model(a["inputs"]["x"], case["t"], embeddings=case["embeddings"]).float()
+    assert ((bf16 - fp32).norm() / fp32.norm()) < 0.05
