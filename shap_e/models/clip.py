@@ -182,7 +182,7 @@ def _missing_message(repo_id: str, cache_dir: Optional[str], why: str) -> str:
 
 
 @contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Silence the load report and progress bar of `from_pretrained` (we check the keys ourselves)."""
     from transformers.utils import logging
 
@@ -273,7 +273,7 @@ class FrozenCLIP:
         # Older hub configs keep projection_dim only at the top level; the towers need it too.
         config = getattr(full, tower)
         config.projection_dim = full.projection_dim
-        with _quiet_transformers():
+        with quiet_transformers():
             model, info = model_class.from_pretrained(
                 source, config=config, dtype=self.dtype, output_loading_info=True, **where
             )

