@@ -21,7 +21,8 @@ pytest.importorskip("ipykernel")
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SMALLER = {"batch_size = 4": "batch_size = 2", "karras_steps=64": "karras_steps=4",
-           "size = 64": "size = 8", "size = 128": "size = 8"}
+           "size = 64": "size = 8", "size = 128": "size = 8", "n_assets = 32": "n_assets = 3",
+           "steps = 200": "steps = 2", "64, 1e-3, 160": "4, 1e-3, 160", "create_pan_cameras(64": "create_pan_cameras(8"}
 
 
 def prior_config(inner_name, **inner):
@@ -65,7 +66,9 @@ def tiny_environment(tmp_path_factory, golden):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["sample_text_to_3d.ipynb", "sample_image_to_3d.ipynb", "encode_model.ipynb"])
+@pytest.mark.parametrize(
+    "name", ["sample_text_to_3d.ipynb", "sample_image_to_3d.ipynb", "encode_model.ipynb", "train_small.ipynb"]
+)
 def test_notebook_runs_headless(name, tiny_environment, tmp_path, monkeypatch):
     monkeypatch.setenv("SHAP_E_REGISTRY", str(tiny_environment / "registry.yaml"))
     monkeypatch.setenv("SHAP_E_CLIP", str(tiny_environment / "clip"))
@@ -84,5 +87,7 @@ def test_notebook_runs_headless(name, tiny_environment, tmp_path, monkeypatch):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert any("prior:" in o.get("text", "") for o in outputs) or name == "encode_model.ipynb"
+    if name == "train_small.ipynb":
+        assert (tmp_path / "runs" / "text" / "model.safetensors").is_file()
     if name == "sample_text_to_3d.ipynb":
         assert (tmp_path / "example_mesh_0.glb").is_file() and (tmp_path / "example_mesh_1.ply").is_file()
