@@ -10,32 +10,33 @@ def add_commands(commands) -> None:
     encode = commands.add_parser("encode", help="asset file -> latent", description="Encode a 3D asset to a latent.")
     encode.add_argument("asset", help="OBJ, PLY, STL, OFF, GLB or glTF file")
     encode.add_argument("-o", "--output", required=True, help="latent file to write (.pt)")
-    encode.add_argument("--model", default="transmitter", help="registry name of the transmitter")
     encode.add_argument("--seed", type=int, default=0)
-    encode.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
-    encode.add_argument("--cache-dir", help="model cache")
+    add_model_options(encode, "registry name of the transmitter")
     encode.set_defaults(run=run_encode)
 
     decode = commands.add_parser("decode", help="latent -> mesh files", description="Decode a latent to meshes.")
     decode.add_argument("latent", help="a latent file written by `shap-e encode` or `shap-e text`")
     decode.add_argument("-o", "--output", required=True, help="output folder")
-    decode.add_argument("--model", default="transmitter", help="registry name of the decoder/transmitter")
     decode.add_argument("--format", default="glb,ply", help="comma-separated: glb, ply, obj")
     decode.add_argument("--grid-size", type=int, default=128)
-    decode.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
-    decode.add_argument("--cache-dir", help="model cache")
+    add_model_options(decode, "registry name of the decoder/transmitter")
     decode.set_defaults(run=run_decode)
 
     render = commands.add_parser("render", help="latent -> turntable", description="Render a latent's turntable.")
     render.add_argument("latent", help="a latent file")
     render.add_argument("-o", "--output", required=True, help="GIF or MP4 file to write")
-    render.add_argument("--model", default="transmitter", help="registry name of the decoder/transmitter")
     render.add_argument("--size", type=int, default=128, help="frame size in pixels")
     render.add_argument("--views", type=int, default=20, help="number of frames")
     render.add_argument("--render-mode", choices=("nerf", "stf"), default="stf")
-    render.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
-    render.add_argument("--cache-dir", help="model cache")
+    add_model_options(render, "registry name of the decoder/transmitter")
     render.set_defaults(run=run_render)
+
+
+def add_model_options(parser, model_help: str) -> None:
+    """--model (default: the transmitter), --device and --cache-dir, shared by the asset commands."""
+    parser.add_argument("--model", default="transmitter", help=model_help)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    parser.add_argument("--cache-dir", help="model cache")
 
 
 def load_latent(path: str) -> torch.Tensor:
