@@ -18,11 +18,12 @@ def run_models(args) -> None:
     from shap_e.models.registry import MODELS
 
     cache = args.cache_dir or default_cache_dir()
-    print(f"{'name':<14} {'parameters':>12}  {'cached':<6}  description")
+    print(f"{'name':<16} {'parameters':>10}  {'cached':<7}  description")
     for name, spec in sorted(MODELS.items()):
         params = f"{spec.n_params / 1e6:.1f}M" if spec.n_params else "-"
         cached = "yes" if weights_cached(name, args.cache_dir) else ("-" if not spec.has_weights else "no")
-        print(f"{name:<14} {params:>12}  {cached:<6}  {spec.description}")
+        cached = "bundled" if spec.bundled_weights is not None and cached == "yes" else cached
+        print(f"{name:<16} {params:>10}  {cached:<7}  {spec.description}")
     print(f"cache: {cache}")
 
 
@@ -38,6 +39,9 @@ def run_download(args) -> None:
         spec = get_spec(name)
         if not spec.has_weights:
             say(f"{name}: config only, nothing to download")
+            continue
+        if spec.bundled_weights is not None:
+            say(f"{name}: bundled with the package, nothing to download ({spec.bundled_weights})")
             continue
         path = fetch_file_cached(spec.url, spec.sha256, args.cache_dir, progress=True, redownload=args.redownload)
         say(f"{name}: {path}")

@@ -164,6 +164,8 @@ def weights_cached(name: str, cache_dir: Optional[PathLike] = None) -> bool:
     spec = get_spec(name)
     if not spec.has_weights:
         return False
+    if spec.bundled_weights is not None:
+        return spec.bundled_weights.is_file()
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     return (cache / spec.url.rstrip("/").split("/")[-1]).is_file()
 
@@ -236,8 +238,23 @@ def load_checkpoint(
     spec = get_spec(name)
     if not spec.has_weights:
         raise ValueError(f"model {name!r} is config-only ({spec.description}); it has no weights to load")
+    if spec.bundled_weights is not None:
+        return load_state_dict_file(verified_bundled_weights(spec), _device(device))
     path = fetch_file_cached(spec.url, spec.sha256, cache_dir, progress)
     return load_state_dict_file(path, _device(device))
+
+
+def verified_bundled_weights(spec: ModelSpec) -> Path:
+    """The path of a model's package-bundled weights after a sha256 check."""
+    path = spec.bundled_weights
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"the bundled weights of {spec.name!r} are missing ({path}); reinstall the package"
+        )
+    actual = hash_file(path)
+    if actual != spec.sha256:
+        raise ChecksumError(str(path), spec.sha256, actual, "The installed package is damaged; reinstall it.")
+    return path
 
 
 def _device(device: Union[str, torch.device, None]) -> torch.device:
@@ -307,7 +324,7 @@ def load_model(
     if weights_path is not None:
         state, source = load_state_dict_file(weights_path, dev), str(weights_path)
     else:
-        state, source = load_checkpoint(name, dev, cache_dir, progress), spec.url
+        state, source = load_checkpoint(name, dev, cache_dir, progress), spec.url or spec.weights_file
     with skip_weight_init():  # every persistent tensor is overwritten by the strict load below
         model = model_from_config(cfg, device=dev)
     load_state_dict_strict(model, state, source)

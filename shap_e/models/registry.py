@@ -9,9 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["ModelSpec", "MODELS", "CONFIG_DIR", "get_spec", "register_model", "register_from_file", "config_path"]
+__all__ = [
+    "ModelSpec", "MODELS", "CONFIG_DIR", "WEIGHTS_DIR", "get_spec", "register_model", "register_from_file", "config_path"
+]
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
 
 _BASE_URL = "https://openaipublic.azureedge.net/main/shap-e"
 
@@ -32,6 +35,8 @@ class ModelSpec:
         hash to ``config_sha256`` (the decoder); False when they do.
     :param decoders: for a prior, the models that decode its latents, in order of preference.
     :param diffusion: for a prior, the registry name of its diffusion config.
+    :param weights_file: weights that ship with the package (a name inside ``shap_e/weights/``, or
+        an absolute path), checked against ``sha256`` when loaded; nothing is downloaded.
     """
 
     name: str
@@ -45,11 +50,14 @@ class ModelSpec:
     config_reconstructed: bool = False
     decoders: Tuple[str, ...] = ()
     diffusion: str = "diffusion"
+    weights_file: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if self.url is not None and not _is_sha256(self.sha256):
+        if self.url is not None and self.weights_file is not None:
+            raise ValueError(f"ModelSpec {self.name!r}: give url (download) or weights_file (bundled), not both")
+        if self.has_weights and not _is_sha256(self.sha256):
             raise ValueError(
-                f"ModelSpec {self.name!r}: sha256={self.sha256!r} must be 64 hex digits when url is set"
+                f"ModelSpec {self.name!r}: sha256={self.sha256!r} must be 64 hex digits when url or weights_file is set"
             )
         if self.config_sha256 is not None and not _is_sha256(self.config_sha256):
             raise ValueError(
@@ -59,7 +67,15 @@ class ModelSpec:
     @property
     def has_weights(self) -> bool:
         """True when the entry names a weights file (False for config-only entries)."""
-        return self.url is not None
+        return self.url is not None or self.weights_file is not None
+
+    @property
+    def bundled_weights(self) -> Optional[Path]:
+        """The path of weights shipped with the package, or None for downloadable ones."""
+        if self.weights_file is None:
+            return None
+        path = Path(self.weights_file)
+        return path if path.is_absolute() else WEIGHTS_DIR / path
 
 
 def _is_sha256(value: Optional[str]) -> bool:

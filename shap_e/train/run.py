@@ -4,8 +4,9 @@ Transmitter config keys: `model` (a Transmitter config dict or registry name), `
 mesh files), `cache_dir` (encoder batches), `assets_per_step`, `n_sdf`, `n_color`, `n_rays`
 (supervision samples per asset and step), `loss_weights` (`sdf`, `color`, `nerf`), `init`, `train`.
 
-Diffusion config keys: `model` (a model config dict, or a registry name such as `text300M` to build
-its architecture), `diffusion` (a diffusion config), `data` (a latent dataset file, see
+Diffusion config keys: `model` (a model config dict or YAML file, or a registry name such as
+`text300M` to build its architecture), `diffusion` (a diffusion config dict, YAML file or registry
+name), `data` (a latent dataset file, see
 `LatentDataset`), `batch_size`, `init` (optional: a registry name or a weights file to start from,
 e.g. `text300M` for fine-tuning) and `train` (the fields of `TrainConfig`).
 """
@@ -21,8 +22,10 @@ from shap_e.train.loop import TrainConfig, Trainer
 
 DIFFUSION_KEYS = {"model", "diffusion", "data", "batch_size", "init", "train"}
 TRANSMITTER_KEYS = {
-    "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "init", "train"
+    "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
+    "point_candidates", "init", "train",
 }
+TARGET_KEYS = {"n_near", "n_uniform", "n_color", "sigma", "n_surface"}
 
 
 def read_training_config(path) -> Dict[str, Any]:
@@ -35,6 +38,17 @@ def read_training_config(path) -> Dict[str, Any]:
     return config
 
 
+def read_config(value) -> Dict[str, Any]:
+    """A config given inline (a dict), as a YAML file path, or as a registry name (e.g. `diffusion`)."""
+    from shap_e.models.download import load_config
+
+    if isinstance(value, dict):
+        return value
+    if str(value).endswith((".yaml", ".yml")):
+        return read_training_config(value)
+    return load_config(str(value))
+
+
 def training_device() -> torch.device:
     if torch.cuda.is_available():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
@@ -42,11 +56,11 @@ def training_device() -> torch.device:
 
 
 def build_model(model_config, init: Optional[str], device: torch.device) -> torch.nn.Module:
-    """A model from a config dict or registry name, optionally initialised from weights."""
+    """A model from a config dict, a YAML config file or a registry name, optionally initialised from weights."""
     from shap_e.models.configs import model_from_config
     from shap_e.models.download import load_config, load_model, load_state_dict_file, load_state_dict_strict
 
-    if isinstance(model_config, str):
+    if isinstance(model_config, str) and not model_config.endswith((".yaml", ".yml")):
         if init == model_config:
             return load_model(model_config, device=device)
         model_config = load_config(model_config)
@@ -82,7 +96,7 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
     expected = "text" if stage == "text" else "image_grid"
     if model.conditioning != expected:
         raise ValueError(f"the model is conditioned on {model.conditioning!r}, but stage {stage!r} needs {expected!r}")
-    diffusion = diffusion_from_config(config["diffusion"])
+    diffusion = diffusion_from_config(read_config(config["diffusion"]))
     dataset = LatentDataset.load(config["data"])
     p_drop = take_over_cond_dropout(model)
     batch_fn = diffusion_batch_fn(
@@ -111,14 +125,17 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
         raise ValueError(f"the transmitter training config lacks {missing}")
     train_config = TrainConfig(**dict(config.get("train") or {}))
     weights = dict(config.get("loss_weights") or {})
-    check_keys(weights, {"sdf", "color", "nerf"}, "loss_weights")
+    check_keys(weights, {"sdf", "color", "nerf", "sdf_band"}, "loss_weights")
+    target_options = dict(config.get("targets") or {})
+    check_keys(target_options, TARGET_KEYS, "targets")
     device = training_device()
     torch.manual_seed(train_config.seed)
     model = build_model(config["model"], config.get("init"), device)
     if not hasattr(model, "encoder"):
         raise ValueError("stage 'transmitter' needs a Transmitter model config (name: Transmitter)")
     records, skipped = load_asset_records(
-        mesh_files(config["data"]), model.encoder, config.get("cache_dir"), train_config.seed, train_config.progress
+        mesh_files(config["data"]), model.encoder, config.get("cache_dir"), train_config.seed, train_config.progress,
+        random_sample_count=int(config.get("point_candidates", 2**19)), target_options=target_options,
     )
     batch_fn = transmitter_batch_fn(
         records, int(config.get("assets_per_step", 4)), int(config.get("n_sdf", 4096)),

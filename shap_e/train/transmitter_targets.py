@@ -2,12 +2,13 @@
 
 * SDF samples: points near the surface (offset along the face normal by `N(0, sigma^2)`) and
   uniform points in the box. The sign comes from the generalised winding number (inside > 0.5),
-  robust to small holes; the magnitude is the distance to the nearest of many surface samples.
+  robust to small holes; the magnitude is the distance to the nearest of many surface samples
+  (or the normal offset of a near point, when that is smaller).
   Shap-E's convention: positive inside.
 * Colour samples: surface points with their sRGB colour (what the STF colour head predicts).
 """
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 import torch
 
@@ -62,18 +63,29 @@ def asset_targets(
     n_near: int = 8192,
     n_uniform: int = 4096,
     n_color: int = 8192,
-    sigma: float = 0.02,
-    n_surface: int = 32768,
+    sigma: Union[float, Sequence[float]] = 0.02,
+    n_surface: int = 8192,
     generator: Optional[torch.Generator] = None,
 ) -> AssetTargets:
-    """Draw the SDF and colour supervision of one asset (coordinates in [-1, 1]^3)."""
+    """Draw the SDF and colour supervision of one asset (coordinates in [-1, 1]^3).
+
+    sigma: the normal offset scale of the near-surface points; a sequence splits them evenly
+    between several scales (small ones sharpen edges, large ones shape the far field).
+    """
+    sigmas = torch.tensor([sigma] if isinstance(sigma, (int, float)) else list(sigma), dtype=torch.float32)
     surface, _, _ = sample_surface(mesh, n_surface, generator)
     near, face, _ = sample_surface(mesh, n_near, generator)
-    near = near + face_normals(mesh)[face] * sigma * torch.randn(n_near, 1, generator=generator)
+    offset = sigmas[torch.arange(n_near) % len(sigmas)][:, None] * torch.randn(n_near, 1, generator=generator)
+    near = near + face_normals(mesh)[face] * offset
     uniform = torch.rand(n_uniform, 3, generator=generator) * 2 - 1
-    points = torch.cat([near, uniform]).clamp(-1, 1)
+    unclamped = torch.cat([near, uniform])
+    points = unclamped.clamp(-1, 1)
     inside = winding_number(points, mesh.verts, mesh.faces) > 0.5
-    distance = nearest_distance(points, surface)
+    # Both the offset of a near point from its surface point and the distance to the nearest
+    # surface sample bound the true distance from above; their minimum is exact on flat faces.
+    offset_bound = torch.cat([offset[:, 0].abs(), torch.full((n_uniform,), torch.inf)])
+    offset_bound[(points != unclamped).any(dim=1)] = torch.inf
+    distance = torch.minimum(nearest_distance(points, surface), offset_bound)
     sdf = torch.where(inside, distance, -distance)
     color_points, color_face, bary = sample_surface(mesh, n_color, generator)
     colors = linear_to_srgb(mesh.colors_at(color_face, bary).clamp(0, 1))

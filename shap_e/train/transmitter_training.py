@@ -7,7 +7,7 @@ pixels of the encoder's own multiview images (coarse and fine passes, SPEC §5.5
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -35,16 +35,21 @@ class TransmitterBatch:
     sdf_values: torch.Tensor  # [batch, n_sdf]
     color_points: torch.Tensor  # [batch, n_color, 3]
     colors: torch.Tensor  # [batch, n_color, 3] sRGB
-    rays: torch.Tensor  # [batch, n_rays, 2, 3]
-    ray_colors: torch.Tensor  # [batch, n_rays, 3] in [0, 1], black background
+    rays: Optional[torch.Tensor]  # [batch, n_rays, 2, 3]; None for batches without views
+    ray_colors: Optional[torch.Tensor]  # [batch, n_rays, 3] in [0, 1], black background
     render_seed: int = 0
 
 
 @dataclass
 class LossWeights:
+    """Weights of the loss terms; `sdf_band > 0` adds an L1 term on the SDF clamped to
+    `[-sdf_band, sdf_band]` and divided by it, which weights the near-surface sign and shape
+    (sharp edges) far more than the far field."""
+
     sdf: float = 1.0
     color: float = 1.0
     nerf: float = 1.0
+    sdf_band: float = 0.0
     extra: Dict[str, float] = field(default_factory=dict)
 
 
@@ -60,25 +65,30 @@ def mesh_files(directory) -> List[Path]:
 
 def load_asset_records(
     paths: Sequence[Path], encoder: nn.Module, cache_dir=None, seed: int = 0, progress: bool = True,
-    random_sample_count: int = 2**19,
+    random_sample_count: int = 2**19, target_options: Optional[Dict] = None,
 ) -> Tuple[List[AssetRecord], List[Tuple[str, str]]]:
     """Encoder batches and supervision for every readable asset; unreadable ones are skipped and returned.
 
     random_sample_count: surface candidates for the farthest-point sampling of the encoder's points.
+    target_options: keyword arguments of `asset_targets` (sample counts, `sigma`).
+    Views are rendered only for encoders that read them (`encoder.use_views`).
     """
     from shap_e.util.asset_loading import load_asset
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
+    views = dict(mv_light_mode=None)
+    if encoder.use_views:
+        views = dict(mv_light_mode="basic", mv_num_views=encoder.inner_batch_size[1], mv_image_size=encoder.image_size)
     records, skipped = [], []
     for i, path in enumerate(tqdm(paths, desc="assets", disable=not progress)):
         try:
             batch = load_or_create_multimodal_batch(
                 torch.device("cpu"), model_path=str(path), cache_dir=cache_dir,
-                point_count=encoder.inner_batch_size[0], random_sample_count=random_sample_count,
-                mv_light_mode="basic",
-                mv_num_views=encoder.inner_batch_size[1], mv_image_size=encoder.image_size, seed=seed,
+                point_count=encoder.inner_batch_size[0], random_sample_count=random_sample_count, seed=seed, **views,
             )
-            targets = asset_targets(load_asset(str(path)), generator=torch.Generator().manual_seed(seed + i))
+            targets = asset_targets(
+                load_asset(str(path)), generator=torch.Generator().manual_seed(seed + i), **(target_options or {})
+            )
         except (ValueError, OSError, IndexError, RuntimeError) as e:
             skipped.append((str(path), f"{type(e).__name__}: {e}"))
             continue
@@ -112,6 +122,8 @@ def transmitter_batch_fn(
             index = torch.randint(0, len(t.color_points), (n_color,), generator=g)
             color_points.append(t.color_points[index])
             colors.append(t.colors[index])
+            if record.batch.views is None or n_rays == 0:
+                continue
             views = record.batch.views[0]  # [V, 3, S, S]
             all_rays = record.batch.cameras.rays()  # [V, S*S, 2, 3]
             v = torch.randint(0, views.shape[0], (n_rays,), generator=g)
@@ -120,7 +132,8 @@ def transmitter_batch_fn(
             ray_colors.append((views.flatten(2)[v, :, p] + 1) / 2)
         return TransmitterBatch(
             stack_batches([r.batch for r in chosen]), torch.stack(sdf_points), torch.stack(sdf_values),
-            torch.stack(color_points), torch.stack(colors), torch.stack(rays), torch.stack(ray_colors),
+            torch.stack(color_points), torch.stack(colors),
+            torch.stack(rays) if rays else None, torch.stack(ray_colors) if ray_colors else None,
             render_seed=int(torch.randint(0, 2**31 - 1, (1,), generator=g)),
         )
 
@@ -128,7 +141,7 @@ def transmitter_batch_fn(
 
 
 def transmitter_loss_fn(weights: LossWeights, device: torch.device):
-    """`loss_fn(model, batch)`: weighted SDF (L1), STF colour (MSE) and NeRF (MSE, both passes) terms."""
+    """`loss_fn(model, batch)`: weighted SDF (L1), STF colour (L1) and NeRF (MSE, both passes) terms."""
 
     def loss_fn(model: nn.Module, batch: TransmitterBatch) -> Dict[str, torch.Tensor]:
         core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
@@ -140,11 +153,15 @@ def transmitter_loss_fn(weights: LossWeights, device: torch.device):
             return nerstf.query(position, mlp, direction, heads)
 
         sdf = field_fn(batch.sdf_points.to(device), None, ("sdf",)).sdf[..., 0]
-        loss_sdf = F.l1_loss(sdf, batch.sdf_values.to(device).clamp(-1, 1))
+        sdf_target = batch.sdf_values.to(device).clamp(-1, 1)
+        loss_sdf = F.l1_loss(sdf, sdf_target)
+        if weights.sdf_band > 0:
+            band = weights.sdf_band
+            loss_sdf = loss_sdf + F.l1_loss((sdf / band).clamp(-1, 1), (sdf_target / band).clamp(-1, 1))
         color = field_fn(batch.color_points.to(device), None, ("color_stf",)).color_stf
-        loss_color = F.mse_loss(color, batch.colors.to(device))
+        loss_color = F.l1_loss(color, batch.colors.to(device))
         loss_nerf = torch.zeros((), device=device)
-        if weights.nerf > 0:  # the NeRF term is the most expensive; a weight of 0 skips it
+        if weights.nerf > 0 and batch.rays is not None:  # the most expensive term; a weight of 0 skips it
             render = render_rays(
                 field_fn, batch.rays.to(device), core.renderer.box.to(device), core.renderer.void.background,
                 core.renderer.n_coarse_samples, core.renderer.n_fine_samples, False,

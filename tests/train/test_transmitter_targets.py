@@ -29,3 +29,31 @@ def test_sdf_targets_match_the_analytic_sphere_and_colours_are_srgb(tmp_path):
     assert (torch.sign(targets.sdf_values) == torch.sign(analytic))[analytic.abs() > 0.02].all()
     assert (targets.sdf_values - analytic).abs().median() < 0.02
     torch.testing.assert_close(targets.colors, torch.tensor([1.0, 0.0, 0.0]).expand(64, 3), atol=1e-3, rtol=0)
+
+
+def test_near_points_of_a_box_get_exact_distances_at_every_sigma(tmp_path):
+    """Near a flat face the normal offset is the exact distance; sparse surface samples alone
+    would overestimate it. Several sigmas split the near points evenly."""
+    box = trimesh.creation.box(extents=(1.6, 1.2, 0.8))
+    box.visual.vertex_colors = (0, 255, 0, 255)
+    path = tmp_path / "box.ply"
+    box.export(path)
+    asset = load_asset(str(path))
+    half = asset.verts.abs().amax(dim=0)  # normalised half extents
+    targets = asset_targets(asset, n_near=900, n_uniform=0, n_color=8, sigma=(0.005, 0.05, 0.2), n_surface=512,
+                            generator=torch.Generator().manual_seed(0))
+    p = targets.sdf_points
+    q = p.abs() - half
+    outside = q.clamp_min(0).norm(dim=1)
+    analytic = torch.where(outside > 0, -outside, -q.max(dim=1).values)  # positive inside
+    margin = (half - p.abs()).sort(dim=1).values[:, 1]  # distance to the second-nearest face plane
+    small_sigma = torch.arange(900) % 3 < 2
+    clamped = p.abs().amax(dim=1) > 0.999  # pushed back into the box: no offset bound
+    exact = small_sigma & (margin > 0.25) & ~clamped
+    error = (targets.sdf_values - analytic).abs()[exact]
+    assert exact.sum() > 150 and error.max() < 1e-4
+    # Everywhere else the magnitude is an upper bound with the right sign.
+    assert (targets.sdf_values.abs() >= analytic.abs() - 1e-5).all()
+    assert (torch.sign(targets.sdf_values) == torch.sign(analytic))[analytic.abs() > 1e-3].all()
+    offsets = [(targets.sdf_values[i::3]).abs().median() for i in range(3)]
+    assert offsets[0] < 0.006 < offsets[1] < 0.06 < offsets[2]

@@ -59,3 +59,29 @@ def test_nerf_weight_zero_skips_rendering(tiny_setup, monkeypatch):
     monkeypatch.setattr(tt, "render_rays", no_render)
     terms = transmitter_loss_fn(LossWeights(nerf=0.0), torch.device("cpu"))(model, batch)
     assert terms["nerf"].item() == 0.0 and torch.isfinite(terms["loss"])
+
+
+def test_points_only_encoder_records_have_no_views_and_the_band_term_weights_the_surface(tiny_setup, golden):
+    import copy
+
+    folder, _ = tiny_setup
+    config = copy.deepcopy(golden("e")["config"])
+    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
+    torch.manual_seed(0)
+    model = model_from_config(config).eval()  # eval: no bottleneck noise, so three forwards agree
+    records, _ = load_asset_records(
+        mesh_files(folder)[:2], model.encoder, progress=False, random_sample_count=2048,
+        target_options=dict(n_near=256, n_uniform=64, n_color=64, sigma=[0.005, 0.05]),
+    )
+    assert all(r.batch.views is None for r in records) and len(records[0].targets.sdf_points) == 320
+    batch = transmitter_batch_fn(records, 2, n_sdf=64, n_color=16, n_rays=8, seed=0)(0, 0, 1)
+    assert batch.rays is None and batch.ray_colors is None
+    plain = transmitter_loss_fn(LossWeights(nerf=1.0), torch.device("cpu"))(model, batch)
+    banded = transmitter_loss_fn(LossWeights(nerf=1.0, sdf_band=0.1), torch.device("cpu"))(model, batch)
+    with torch.no_grad():
+        mlp = {k[len("nerstf."):]: v for k, v in model(batch.encoder_batch).items()}
+        sdf = model.renderer.nerstf.query(batch.sdf_points, mlp, None, ("sdf",)).sdf[..., 0]
+    target = batch.sdf_values.clamp(-1, 1)
+    band_term = ((sdf / 0.1).clamp(-1, 1) - (target / 0.1).clamp(-1, 1)).abs().mean()
+    torch.testing.assert_close(banded["sdf"] - plain["sdf"], band_term, atol=1e-5, rtol=1e-4)
+    assert plain["nerf"].item() == 0.0  # no views: the NeRF term is skipped even with a weight

@@ -4,6 +4,10 @@ A perceiver: `latent_ctx` learned query tokens, prefixed by `data_ctx` point-nei
 tokens, read the whole point cloud (cross-attention 0) and the patches of every view
 (cross-attention 1), then a self-attention stack; the last `latent_ctx` tokens are projected to
 `d_latent` channels. `encode_to_bottleneck` returns the tanh'ed latent that diffusion generates.
+
+The small models use two cheaper options: `cross_attention_dataset="pcl"` reads the points only
+(no views, so no renders are needed), and `use_pointconv=False` takes the first `data_ctx`
+farthest-point-ordered points as the prefix tokens instead of point-convolution features.
 """
 from typing import Dict, Optional, Sequence
 
@@ -18,6 +22,9 @@ from shap_e.models.transmitter.point_conv import PointSetEmbedding
 from shap_e.util.batch import MultimodalBatch
 
 POSENC_WIDTH = 3 * (1 + 2 * 15)  # NeRF posenc of a 3-vector, degrees 0..14
+# What the cross-attention reads: the release's points + multiview patches, or points only (the
+# small models; no renders needed to encode).
+DATASETS = ("pcl_and_multiview_pcl", "pcl")
 
 
 class MultiviewPointEmbed(nn.Conv2d):
@@ -54,20 +61,30 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
         pointconv_samples: int = 64,
         pointconv_stride: int = 4,
         pointconv_padding_mode: str = "circular",
+        cross_attention_dataset: str = "pcl_and_multiview_pcl",
+        use_pointconv: bool = True,
         latent_bottleneck: Optional[Dict] = None,
         device=None,
     ):
         super().__init__()
-        if pointconv_hidden[-1] != width:
+        if cross_attention_dataset not in DATASETS:
+            raise ValueError(f"cross_attention_dataset={cross_attention_dataset!r} is unknown; valid: {DATASETS}")
+        if use_pointconv and pointconv_hidden[-1] != width:
             raise ValueError(f"pointconv_hidden[-1]={pointconv_hidden[-1]} must equal width={width}")
         if image_size % patch_size:
             raise ValueError(f"image_size={image_size} must be a multiple of patch_size={patch_size}")
         self.param_shapes = dict(param_shapes)
         self.latent_ctx = sum(rows for rows, _ in self.param_shapes.values())
         self.d_latent, self.data_ctx, self.width = d_latent, data_ctx, width
-        self.inner_batch_size = tuple(inner_batch_size)
+        self.inner_batch_size = (
+            (int(inner_batch_size),) if isinstance(inner_batch_size, int) else tuple(inner_batch_size)
+        )
         self.image_size, self.patch_size, self.max_depth = image_size, patch_size, max_depth
         self.view_chunk = 4
+        self.use_views = cross_attention_dataset == "pcl_and_multiview_pcl"
+        self.use_pointconv = use_pointconv
+        if not self.use_views:
+            self.inner_batch_size = self.inner_batch_size[:1]
 
         self.params_proj = ChannelsParamsProj(
             param_shapes=self.param_shapes, d_latent=d_latent, device=device, **params_proj
@@ -75,24 +92,27 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
         self.latent_bottleneck = build_bottleneck(latent_bottleneck)
         # Registration order follows the official state dict.
         self.output_tokens = nn.Parameter(torch.empty(self.latent_ctx, width, device=device))
-        self.encoder = nn.ModuleList(Perceiver(width, xattn_layers, heads, init_scale, device) for _ in range(2))
+        n_streams = 2 if self.use_views else 1
+        self.encoder = nn.ModuleList(Perceiver(width, xattn_layers, heads, init_scale, device) for _ in range(n_streams))
         self.processor = Transformer(width, layers - xattn_layers, heads, init_scale, device)
         self.ln_pre = nn.LayerNorm(width, device=device)
         self.ln_post = nn.LayerNorm(width, device=device)
         self.output_proj = nn.Linear(width, d_latent, device=device)
         self.input_proj = nn.Linear(input_channels * 31, width, device=device)
-        self.point_conv = PointSetEmbedding(
-            n_point=data_ctx,
-            n_sample=pointconv_samples,
-            d_input=width,
-            hidden=pointconv_hidden,
-            patch_size=pointconv_patch_size,
-            stride=pointconv_stride,
-            padding_mode=pointconv_padding_mode,
-            device=device,
-        )
-        self.mv_pcl_embed = MultiviewPointEmbed(width // 2, device=device)
-        self.patch_emb = nn.Conv2d(width // 2, width, kernel_size=patch_size, stride=patch_size, device=device)
+        if use_pointconv:
+            self.point_conv = PointSetEmbedding(
+                n_point=data_ctx,
+                n_sample=pointconv_samples,
+                d_input=width,
+                hidden=pointconv_hidden,
+                patch_size=pointconv_patch_size,
+                stride=pointconv_stride,
+                padding_mode=pointconv_padding_mode,
+                device=device,
+            )
+        if self.use_views:
+            self.mv_pcl_embed = MultiviewPointEmbed(width // 2, device=device)
+            self.patch_emb = nn.Conv2d(width // 2, width, kernel_size=patch_size, stride=patch_size, device=device)
         if not is_meta(device):
             nn.init.normal_(self.output_tokens)
 
@@ -162,13 +182,16 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
         points per batch element, one `randperm` of the views per batch element.
         """
         points = batch.points
-        data_tokens = self.point_conv(points[:, :3], self.point_features(points).permute(0, 2, 1), generator)
+        if self.use_pointconv:
+            features = self.point_features(points).permute(0, 2, 1)
+            data_tokens = self.point_conv(points[:, :3], features, generator).permute(0, 2, 1)
+        else:  # the first `data_ctx` points of the farthest-point ordering
+            data_tokens = self.point_features(points[:, :, : self.data_ctx])
         queries = self.output_tokens[None].expand(points.shape[0], -1, -1)
-        h = self.ln_pre(torch.cat([data_tokens.permute(0, 2, 1), queries], dim=1))
-        point_stream = self.point_stream(points, generator)
-        view_stream = self.multiview_stream(batch, generator)
-        h = self.encoder[0](h, point_stream)
-        h = self.encoder[1](h, view_stream)
+        h = self.ln_pre(torch.cat([data_tokens, queries], dim=1))
+        h = self.encoder[0](h, self.point_stream(points, generator))
+        if self.use_views:
+            h = self.encoder[1](h, self.multiview_stream(batch, generator))
         h = self.processor(h)
         return self.output_proj(self.ln_post(h[:, -self.latent_ctx :]))
 

@@ -23,11 +23,9 @@ ENCODER_KEYS = {
 # Options the release fixes; other values would need code paths this package does not have.
 FIXED_ENCODER_OPTIONS = {
     "name": "PointCloudPerceiverChannelsEncoder",
-    "cross_attention_dataset": "pcl_and_multiview_pcl",
     "fps_method": "first",
     "pos_emb": "nerf",
     "use_depth": True,
-    "use_pointconv": True,
     "max_unrolls": 1,
     "min_unrolls": 1,
 }

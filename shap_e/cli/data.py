@@ -1,0 +1,56 @@
+"""`shap-e dataset` (write the procedural dataset) and `shap-e latents` (encode it for a prior)."""
+from pathlib import Path
+
+from shap_e.cli.common import say
+
+
+def add_commands(commands) -> None:
+    dataset = commands.add_parser(
+        "dataset", help="write the procedural training data",
+        description="Write N procedural assets (PLY) and captions.jsonl into a folder (see shap_e.data).",
+    )
+    dataset.add_argument("out", help="output folder")
+    dataset.add_argument("--n", type=int, required=True, help="number of assets")
+    dataset.add_argument("--split", default="train", help="train, heldout_pairs or heldout_paraphrases")
+    dataset.add_argument("--seed", type=int, default=0)
+    dataset.set_defaults(run=run_dataset)
+
+    latents = commands.add_parser(
+        "latents", help="encode a dataset for prior training",
+        description="Encode a dataset folder with a transmitter and pair the latents with captions or renders.",
+    )
+    latents.add_argument("data", help="dataset folder (from `shap-e dataset`)")
+    latents.add_argument("-o", "--out", required=True, help="output .safetensors file")
+    latents.add_argument("--stage", choices=("text", "image"), required=True, help="conditions to pair with")
+    latents.add_argument("--transmitter", required=True, help="a registry name or a transmitter YAML config")
+    latents.add_argument("--weights", help="weights file for a YAML --transmitter")
+    latents.add_argument("--per-asset", type=int, default=4, help="captions or renders per asset")
+    latents.add_argument("--image-size", type=int, default=64, help="render size for --stage image")
+    latents.add_argument("--seed", type=int, default=0)
+    latents.set_defaults(run=run_latents)
+
+
+def run_dataset(args) -> None:
+    from shap_e.cli import CliError
+    from shap_e.data import SPLITS, write_dataset
+
+    if args.n < 1:
+        raise CliError(f"--n {args.n} must be at least 1")
+    if args.split not in SPLITS:
+        raise CliError(f"--split {args.split!r} is unknown; valid: {', '.join(SPLITS)}")
+    path = write_dataset(args.out, args.n, seed=args.seed, split=args.split)
+    say(f"wrote {args.n} assets and {path}")
+
+
+def run_latents(args) -> None:
+    from shap_e.train.latents import build_latent_dataset
+    from shap_e.train.run import build_model, training_device
+
+    model = build_model(args.transmitter, args.weights, training_device())
+    dataset = build_latent_dataset(
+        model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    dataset.save(out)
+    say(f"wrote {len(dataset.latents)} latent/condition pairs to {out}")

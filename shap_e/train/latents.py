@@ -1,0 +1,107 @@
+"""Latent datasets for prior training: encode a folder of captioned assets with a transmitter.
+
+`shap-e train latents --stage text|image ...` writes a `LatentDataset` file: the transmitter's
+latent of every asset, repeated once per condition, row-aligned with
+
+* text: sentence embeddings of `per_asset` captions drawn from the training templates
+  (the asset's own `captions.jsonl` caption first), with the prior's text encoder;
+* image: `per_asset` renders of the asset from photo-like viewpoints (`[3, S, S]` in [-1, 1]).
+"""
+from pathlib import Path
+from typing import List, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+from tqdm.auto import tqdm
+
+from shap_e.train.diffusion_training import LatentDataset
+
+STAGES = ("text", "image")
+
+
+def read_assets(directory) -> List[dict]:
+    """The `captions.jsonl` records of a dataset folder, with `path` (the mesh file) added."""
+    from shap_e.data import read_captions
+
+    directory = Path(directory)
+    if not (directory / "captions.jsonl").is_file():
+        raise FileNotFoundError(
+            f"{directory} has no captions.jsonl; write a dataset with `shap-e dataset {directory} --n N`"
+        )
+    records = [dict(r, path=str(directory / r["file"])) for r in read_captions(directory)]
+    if not records:
+        raise ValueError(f"{directory}/captions.jsonl lists no assets")
+    return records
+
+
+@torch.inference_mode()
+def encode_assets(
+    transmitter: nn.Module, paths: Sequence[str], seed: int = 0, progress: bool = True
+) -> torch.Tensor:
+    """`[n, d_latent]` latents of the mesh files, one at a time (deterministic for a seed)."""
+    from shap_e.util.data_util import load_or_create_multimodal_batch
+
+    encoder = transmitter.encoder
+    views = dict(mv_light_mode=None)
+    if encoder.use_views:
+        views = dict(mv_light_mode="basic", mv_num_views=encoder.inner_batch_size[1], mv_image_size=encoder.image_size)
+    device = next(transmitter.parameters()).device
+    transmitter.eval()
+    latents = []
+    for path in tqdm(paths, desc="encode", disable=not progress):
+        batch = load_or_create_multimodal_batch(
+            device, model_path=path, point_count=encoder.inner_batch_size[0], random_sample_count=2**14,
+            seed=seed, **views,
+        )
+        latents.append(encoder.encode_to_bottleneck(batch, torch.Generator(device=device).manual_seed(seed))[0].cpu())
+    return torch.stack(latents)
+
+
+def training_captions(record: dict, count: int, seed: int) -> List[str]:
+    """The asset's caption plus `count - 1` more drawn from the training templates."""
+    from shap_e.data import caption
+
+    rng = np.random.default_rng([seed, int(record.get("seed", 0))])
+    extra = [caption(record["category"], record["colours"], record["proportion"], rng) for _ in range(count - 1)]
+    return [record["caption"], *extra]
+
+
+def build_latent_dataset(
+    transmitter: nn.Module,
+    data_dir,
+    stage: str,
+    per_asset: int = 4,
+    seed: int = 0,
+    image_size: int = 64,
+    text_encoder=None,
+    progress: bool = True,
+) -> LatentDataset:
+    """Encode every asset of `data_dir` and pair it with `per_asset` conditions (see module doc).
+
+    text_encoder: what embeds captions (anything with `embed_text`); MiniLM when None.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage={stage!r} is unknown; valid: {list(STAGES)}")
+    if per_asset < 1:
+        raise ValueError(f"per_asset={per_asset} must be at least 1")
+    records = read_assets(data_dir)
+    latents = encode_assets(transmitter, [r["path"] for r in records], seed, progress)
+    if stage == "text":
+        if text_encoder is None:
+            from shap_e.models.sentence_encoder import SentenceEncoder
+
+            text_encoder = SentenceEncoder.from_package()
+        texts = [t for r in records for t in training_captions(r, per_asset, seed)]
+        with torch.inference_mode():
+            conditions = torch.cat([text_encoder.embed_text(texts[i:i + 256]).float().cpu()
+                                    for i in range(0, len(texts), 256)])
+    else:
+        from shap_e.train.condition_images import render_condition_images
+
+        conditions = torch.cat([
+            render_condition_images(r["path"], per_asset, image_size, seed=seed + i)
+            for i, r in enumerate(tqdm(records, desc="render", disable=not progress))
+        ])
+    return LatentDataset(latents.repeat_interleave(per_asset, dim=0), conditions)
+

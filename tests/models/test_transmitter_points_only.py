@@ -1,0 +1,61 @@
+"""The points-only transmitter options used by the small models (`cross_attention_dataset: pcl`,
+`use_pointconv: false`): no multiview modules, no views needed, the prefix reads the FPS points."""
+import copy
+
+import pytest
+import torch
+
+from shap_e.models.configs import model_from_config
+from shap_e.util.batch import MultimodalBatch
+
+
+def points_only_config(golden_config):
+    config = copy.deepcopy(golden_config)
+    enc = config["encoder"]
+    enc.update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=64)
+    return config
+
+
+@pytest.fixture(scope="module")
+def model(golden):
+    torch.manual_seed(0)
+    return model_from_config(points_only_config(golden("e")["config"])).eval()
+
+
+def test_points_only_encoder_has_no_multiview_or_pointconv_weights(model):
+    keys = list(model.state_dict())
+    assert not any(k.startswith(("encoder.mv_pcl_embed", "encoder.patch_emb", "encoder.point_conv")) for k in keys)
+    assert not any(k.startswith("encoder.encoder.1.") for k in keys)
+    assert model.encoder.use_views is False and model.encoder.inner_batch_size == (64,)
+
+
+def test_points_only_encoder_encodes_a_batch_without_views(model):
+    points = torch.cat([torch.rand(2, 3, 64) * 2 - 1, torch.rand(2, 3, 64)], dim=1)
+    with torch.no_grad():
+        latent = model.encoder.encode_to_bottleneck(MultimodalBatch(points=points))
+    expected = model.encoder.latent_ctx * model.encoder.d_latent
+    assert latent.shape == (2, expected) and latent.abs().max() < 1
+    params = model.bottleneck_to_params(latent)
+    assert set(params) == set(model.encoder.param_shapes)
+
+
+def test_prefix_tokens_depend_only_on_the_first_data_ctx_points(model):
+    """Without point convolution the prefix is the first `data_ctx` farthest-point-ordered points."""
+    seen = []
+    hook = model.encoder.ln_pre.register_forward_hook(lambda m, i, o: seen.append(i[0]))
+    points = torch.rand(1, 6, 64)
+    changed = points.clone()
+    changed[:, :, model.encoder.data_ctx:] = torch.rand(1, 6, 64 - model.encoder.data_ctx)
+    with torch.no_grad():
+        for p in (points, changed):
+            model.encoder.encode_to_channels(MultimodalBatch(points=p), torch.Generator().manual_seed(0))
+    hook.remove()
+    n = model.encoder.data_ctx
+    torch.testing.assert_close(seen[0][:, :n], seen[1][:, :n], atol=0, rtol=0)
+
+
+def test_unknown_cross_attention_dataset_is_a_clear_error(golden):
+    config = points_only_config(golden("e")["config"])
+    config["encoder"]["cross_attention_dataset"] = "multiview"
+    with pytest.raises(ValueError, match="cross_attention_dataset='multiview' is unknown"):
+        model_from_config(config)
