@@ -36,11 +36,8 @@ def encode(
         device,
         model_path=str(path),
         cache_dir=cache_dir,
-        point_count=encoder.inner_batch_size[0],
-        mv_light_mode="basic",
-        mv_num_views=encoder.inner_batch_size[1],
-        mv_image_size=encoder.image_size,
         seed=seed,
+        **encoder.batch_options(),
     )
     with torch.inference_mode():
         return encoder.encode_to_bottleneck(batch, generator)[0]

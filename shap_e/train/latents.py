@@ -43,16 +43,12 @@ def encode_assets(
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
     encoder = transmitter.encoder
-    views = dict(mv_light_mode=None)
-    if encoder.use_views:
-        views = dict(mv_light_mode="basic", mv_num_views=encoder.inner_batch_size[1], mv_image_size=encoder.image_size)
     device = next(transmitter.parameters()).device
     transmitter.eval()
     latents = []
     for path in tqdm(paths, desc="encode", disable=not progress):
         batch = load_or_create_multimodal_batch(
-            device, model_path=path, point_count=encoder.inner_batch_size[0], random_sample_count=2**14,
-            seed=seed, **views,
+            device, model_path=path, random_sample_count=2**14, seed=seed, **encoder.batch_options()
         )
         latents.append(encoder.encode_to_bottleneck(batch, torch.Generator(device=device).manual_seed(seed))[0].cpu())
     return torch.stack(latents)

@@ -76,15 +76,12 @@ def load_asset_records(
     from shap_e.util.asset_loading import load_asset
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
-    views = dict(mv_light_mode=None)
-    if encoder.use_views:
-        views = dict(mv_light_mode="basic", mv_num_views=encoder.inner_batch_size[1], mv_image_size=encoder.image_size)
     records, skipped = [], []
     for i, path in enumerate(tqdm(paths, desc="assets", disable=not progress)):
         try:
             batch = load_or_create_multimodal_batch(
                 torch.device("cpu"), model_path=str(path), cache_dir=cache_dir,
-                point_count=encoder.inner_batch_size[0], random_sample_count=random_sample_count, seed=seed, **views,
+                random_sample_count=random_sample_count, seed=seed, **encoder.batch_options(),
             )
             targets = asset_targets(
                 load_asset(str(path)), generator=torch.Generator().manual_seed(seed + i), **(target_options or {})

@@ -9,7 +9,7 @@ The small models use two cheaper options: `cross_attention_dataset="pcl"` reads 
 (no views, so no renders are needed), and `use_pointconv=False` takes the first `data_ctx`
 farthest-point-ordered points as the prefix tokens instead of point-convolution features.
 """
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -115,6 +115,16 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
             self.patch_emb = nn.Conv2d(width // 2, width, kernel_size=patch_size, stride=patch_size, device=device)
         if not is_meta(device):
             nn.init.normal_(self.output_tokens)
+
+    def batch_options(self) -> Dict[str, Any]:
+        """What `load_or_create_multimodal_batch` must produce for this encoder: the point count,
+        and the views only when the encoder reads them."""
+        if not self.use_views:
+            return dict(point_count=self.inner_batch_size[0], mv_light_mode=None)
+        return dict(
+            point_count=self.inner_batch_size[0], mv_light_mode="basic",
+            mv_num_views=self.inner_batch_size[1], mv_image_size=self.image_size,
+        )
 
     def point_features(self, points: torch.Tensor) -> torch.Tensor:
         """`[batch, 6, n_points]` -> `[batch, n_points, width]`."""

@@ -1,0 +1,57 @@
+"""Latent datasets for prior training: every asset encoded once, paired with its conditions."""
+import copy
+
+import pytest
+import torch
+
+from shap_e.data import write_dataset
+from shap_e.models.configs import model_from_config
+from shap_e.train.latents import build_latent_dataset, encode_assets, read_assets, training_captions
+
+
+class WordCountEncoder:
+    """A stand-in text encoder whose vectors are easy to check: [len(words), len(text)]."""
+
+    embedding_dim = 2
+
+    def embed_text(self, texts):
+        return torch.tensor([[len(t.split()), len(t)] for t in texts], dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def setup(golden, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("latent_assets")
+    write_dataset(folder, n=3, seed=4)
+    config = copy.deepcopy(golden("e")["config"])
+    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
+    torch.manual_seed(0)
+    return folder, model_from_config(config).eval()
+
+
+def test_text_dataset_repeats_each_latent_once_per_caption(setup):
+    folder, transmitter = setup
+    data = build_latent_dataset(transmitter, folder, "text", per_asset=3, text_encoder=WordCountEncoder(),
+                                progress=False)
+    records = read_assets(folder)
+    assert data.latents.shape == (9, transmitter.encoder.latent_ctx * transmitter.encoder.d_latent)
+    torch.testing.assert_close(data.latents[0], data.latents[2])
+    assert not torch.equal(data.latents[0], data.latents[3])
+    captions = training_captions(records[1], 3, seed=0)
+    assert captions[0] == records[1]["caption"] and len(set(captions)) >= 2
+    torch.testing.assert_close(data.conditions[3:6], WordCountEncoder().embed_text(captions))
+
+
+def test_encoding_is_deterministic_for_a_seed(setup):
+    folder, transmitter = setup
+    paths = [r["path"] for r in read_assets(folder)][:2]
+    torch.testing.assert_close(encode_assets(transmitter, paths, 1, False), encode_assets(transmitter, paths, 1, False))
+
+
+def test_bad_stage_per_asset_and_folder_are_clear_errors(setup, tmp_path):
+    folder, transmitter = setup
+    with pytest.raises(ValueError, match="stage='voxels' is unknown"):
+        build_latent_dataset(transmitter, folder, "voxels")
+    with pytest.raises(ValueError, match="per_asset=0"):
+        build_latent_dataset(transmitter, folder, "text", per_asset=0)
+    with pytest.raises(FileNotFoundError, match="shap-e dataset"):
+        build_latent_dataset(transmitter, tmp_path, "text")
