@@ -73,7 +73,9 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
         TextConditionedTransformer,
     )
 
-    check_keys(config, {"name", "d_latent", "latent_ctx", "inner", "conditioner"}, "SplitVectorDiffusion")
+    check_keys(
+        config, {"name", "d_latent", "latent_ctx", "inner", "conditioner", "image_encoder"}, "SplitVectorDiffusion"
+    )
     inner = dict(config["inner"])
     inner_classes = {
         "CLIPImagePointDiffusionTransformer": TextConditionedTransformer,
@@ -99,8 +101,21 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
         input_channels=channels, output_channels=2 * channels, n_ctx=latent_ctx, device=device, **inner
     )
     return SplitVectorDiffusion(
-        wrapped=wrapped, d_latent=d_latent, latent_ctx=latent_ctx, conditioner=config.get("conditioner", "clip")
+        wrapped=wrapped, d_latent=d_latent, latent_ctx=latent_ctx, conditioner=config.get("conditioner", "clip"),
+        image_encoder=_image_encoder(config.get("image_encoder"), device),
     )
+
+
+def _image_encoder(config: Optional[Mapping[str, Any]], device) -> Optional[nn.Module]:
+    """The prior's own `ImageGridEncoder` (`conditioner: grid_encoder`), from its `image_encoder:` block."""
+    if config is None:
+        return None
+    from shap_e.models.image_encoder import ImageGridEncoder
+
+    if not isinstance(config, Mapping):
+        raise ValueError(f"image_encoder must be a mapping of ImageGridEncoder settings, got {type(config).__name__}")
+    check_keys(config, {"image_size", "patch_size", "width", "layers", "heads"}, "image_encoder")
+    return ImageGridEncoder(device=device, **config)
 
 
 def _transmitter(config: Dict[str, Any], device) -> nn.Module:

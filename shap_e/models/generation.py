@@ -17,8 +17,9 @@ from shap_e.models.transformer import MLP, Transformer, is_meta
 CLIP_TEXT_WIDTH = 768
 CLIP_GRID_CHANNELS = 1024
 CLIP_GRID_TOKENS = 256
-# Text/image encoders a prior can be configured with (`conditioner:` in its config).
-CONDITIONERS = ("clip", "minilm")
+# Text/image encoders a prior can be configured with (`conditioner:` in its config). "grid_encoder"
+# is a small image encoder the prior owns and trains (`shap_e.models.image_encoder`).
+CONDITIONERS = ("clip", "minilm", "grid_encoder")
 
 
 class PointDiffusionTransformer(nn.Module):
@@ -157,38 +158,73 @@ class SplitVectorDiffusion(nn.Module):
     """
 
     def __init__(
-        self, *, wrapped: PointDiffusionTransformer, d_latent: int, latent_ctx: int, conditioner: str = "clip"
+        self,
+        *,
+        wrapped: PointDiffusionTransformer,
+        d_latent: int,
+        latent_ctx: int,
+        conditioner: str = "clip",
+        image_encoder: Optional[nn.Module] = None,
     ):
         super().__init__()
-        if conditioner not in CONDITIONERS:
-            raise ValueError(f"conditioner={conditioner!r} is unknown; valid: {sorted(CONDITIONERS)}")
-        if conditioner == "minilm" and wrapped.conditioning != "text":
-            raise ValueError("conditioner='minilm' embeds texts; it needs a text-conditioned inner model")
+        _check_conditioner(wrapped, conditioner, image_encoder)
         self.d_latent = d_latent
         self.n_ctx = latent_ctx
         self.wrapped = wrapped
         self.conditioner = conditioner
+        # Registered only when present, so CLIP/MiniLM priors keep the release state-dict keys.
+        self.image_encoder = image_encoder
         self._clip = None
 
     @property
     def conditioning(self) -> str:
-        """"text" (one CLIP embedding per sample) or "image_grid" (a CLIP patch grid)."""
+        """"text" (one embedding per sample) or "image_grid" (a patch grid: CLIP's or the owned encoder's)."""
         return self.wrapped.conditioning
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        t: torch.Tensor,
+        embeddings: Optional[torch.Tensor] = None,
+        images: Optional[torch.Tensor] = None,
+        keep: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """`[batch, d_latent]`, `[batch]` -> `[batch, 2 * d_latent]`.
+
+        :param embeddings: the conditioning features (see the wrapped model); None: unconditional.
+        :param images: `[batch, 3, S, S]` pixels in [-1, 1], embedded by the owned image encoder
+            *with* gradients (training); only for `conditioner="grid_encoder"`.
+        :param keep: `[batch]` bool; False rows get the all-zero (unconditional) conditioning, the
+            input that guidance uses at sampling time.
+        """
+        if images is not None:
+            if embeddings is not None:
+                raise ValueError("pass either embeddings= or images=, not both")
+            if self.image_encoder is None:
+                raise ValueError(
+                    f"images= needs a prior that owns an image encoder (conditioner='grid_encoder'), this one "
+                    f"uses {self.conditioner!r}; pass precomputed embeddings= instead"
+                )
+            embeddings = self.image_encoder(images.to(self.wrapped.input_proj.weight.device))
+        if keep is not None and embeddings is not None:
+            embeddings = embeddings * keep.to(embeddings.device).view(-1, *([1] * (embeddings.dim() - 1)))
         batch = x.shape[0]
         h = x.reshape(batch, self.n_ctx, -1).permute(0, 2, 1)
-        h = self.wrapped(h, t, **kwargs)
+        h = self.wrapped(h, t, embeddings=embeddings)
         mean, var = h.chunk(2, dim=1)
         return torch.cat([mean.permute(0, 2, 1).flatten(1), var.permute(0, 2, 1).flatten(1)], dim=1)
 
     def set_clip(self, clip) -> None:
         """Embed `texts=`/`images=` with this encoder (a `FrozenCLIP`, or any conditioner of
         `shap_e.models.conditioning`) instead of the configured one."""
+        if self.conditioner == "grid_encoder":
+            raise ValueError("this prior embeds images with its own trained image_encoder; set_clip does not apply")
         self._clip = clip
 
     def _encoder(self):
         """The configured text/image encoder, created lazily (nothing is loaded until it embeds)."""
+        if self.conditioner == "grid_encoder":
+            return self.image_encoder
         if self._clip is None:
             if self.conditioner == "minilm":
                 from shap_e.models.sentence_encoder import SentenceEncoder
@@ -203,8 +239,9 @@ class SplitVectorDiffusion(nn.Module):
     def cached_model_kwargs(self, batch_size: int, model_kwargs: Dict[str, Any]) -> Dict[str, Any]:
         """Turn `texts=`/`images=`/`embeddings=` into `{"embeddings": tensor}` once, before sampling.
 
-        The encoder (CLIP, or MiniLM for `conditioner="minilm"`) is loaded only when texts or
-        images are given; missing entries become zeros (the unconditional input).
+        The encoder (CLIP, MiniLM for `conditioner="minilm"`, the owned image encoder for
+        `"grid_encoder"`, run without gradients) is loaded only when texts or images are given;
+        missing entries become zeros (the unconditional input).
         """
         from shap_e.models.conditioning import conditioning_embeddings
 
@@ -213,14 +250,46 @@ class SplitVectorDiffusion(nn.Module):
             kind, shape = "text", (self.wrapped.cond_width,)
         else:
             kind, shape = "image_grid", self.wrapped.grid_shape
-        emb = conditioning_embeddings(
-            kind,
-            batch_size,
-            texts=model_kwargs.get("texts"),
-            images=model_kwargs.get("images"),
-            embeddings=model_kwargs.get("embeddings"),
-            clip=self._encoder() if wants_encoder else None,
-            device=self.wrapped.input_proj.weight.device,
-            feature_shape=shape,
-        )
+        images = model_kwargs.get("images")
+        if self.conditioner == "grid_encoder" and isinstance(images, torch.Tensor):
+            if len(images) != batch_size:
+                raise ValueError(f"images has {len(images)} rows but batch_size={batch_size}; give one per element")
+            with torch.no_grad():  # a pixel batch [batch, 3, H, W] in [-1, 1] needs no per-row conversion
+                return {"embeddings": self.image_encoder.embed_images_grid(images)}
+        with torch.no_grad():
+            emb = conditioning_embeddings(
+                kind,
+                batch_size,
+                texts=model_kwargs.get("texts"),
+                images=images,
+                embeddings=model_kwargs.get("embeddings"),
+                clip=self._encoder() if wants_encoder else None,
+                device=self.wrapped.input_proj.weight.device,
+                feature_shape=shape,
+            )
         return {"embeddings": emb}
+
+
+def _check_conditioner(
+    wrapped: PointDiffusionTransformer, conditioner: str, image_encoder: Optional[nn.Module]
+) -> None:
+    """Raise a ValueError when the conditioner, the inner model and the image encoder do not fit."""
+    if conditioner not in CONDITIONERS:
+        raise ValueError(f"conditioner={conditioner!r} is unknown; valid: {sorted(CONDITIONERS)}")
+    if conditioner == "minilm" and wrapped.conditioning != "text":
+        raise ValueError("conditioner='minilm' embeds texts; it needs a text-conditioned inner model")
+    if conditioner != "grid_encoder":
+        if image_encoder is not None:
+            raise ValueError(f"an image_encoder needs conditioner='grid_encoder', not {conditioner!r}")
+        return
+    if wrapped.conditioning != "image_grid" or image_encoder is None:
+        raise ValueError(
+            "conditioner='grid_encoder' needs an image-grid inner model (CLIPImageGridPointDiffusionTransformer) "
+            "and an image_encoder config block"
+        )
+    if tuple(image_encoder.grid_shape) != tuple(wrapped.grid_shape):
+        raise ValueError(
+            f"the image encoder makes grids of (width, tokens) = {tuple(image_encoder.grid_shape)} but the prior "
+            f"expects (grid_channels, grid_tokens) = {tuple(wrapped.grid_shape)}; set inner.grid_channels to the "
+            f"encoder width and inner.grid_tokens to (image_size // patch_size) ** 2"
+        )

@@ -1,7 +1,10 @@
 """Latent diffusion training (text or image conditioned) on precomputed latents (improved-DDPM loss).
 
 Classifier-free-guidance dropout is drawn in the batch (so that runs are reproducible from the
-seed alone); the model's own dropout is switched off while it trains here.
+seed alone); the model's own dropout is switched off while it trains here. Conditions are either
+precomputed embeddings (CLIP/MiniLM vectors, CLIP grids), zeroed in the batch where dropped, or
+pixel images for a prior that owns its image encoder (`conditioner: grid_encoder`): those go through
+the encoder inside the model's forward, with gradients, and dropped rows get the all-zero grid.
 """
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +19,10 @@ from shap_e.train.loop import step_generator
 
 @dataclass
 class LatentDataset:
-    """latents: `[n, d_latent]` (transmitter outputs); conditions: `[n, D]` text embeddings or
-    `[n, channels, tokens]` image grids, row-aligned with the latents."""
+    """latents: `[n, d_latent]` (transmitter outputs); conditions, row-aligned with the latents:
+    `[n, D]` text embeddings, `[n, channels, tokens]` image grids, or pixel images for a
+    `grid_encoder` prior: `[n, 3, S, S]` float in [-1, 1] or uint8 in [0, 255] (4x smaller;
+    `shap_e.train.condition_images` renders them)."""
 
     latents: torch.Tensor
     conditions: torch.Tensor
@@ -45,7 +50,8 @@ class LatentDataset:
         missing = {"latents", "conditions"} - set(data)
         if missing:
             raise ValueError(f"{path} lacks {sorted(missing)}; it needs tensors 'latents' and 'conditions'")
-        return cls(data["latents"].float(), data["conditions"].float())
+        conditions = data["conditions"]
+        return cls(data["latents"].float(), conditions if conditions.dtype == torch.uint8 else conditions.float())
 
     def save(self, path: Union[str, Path]) -> None:
         from safetensors.torch import save_file
@@ -61,7 +67,13 @@ class DiffusionBatch:
     x_start: torch.Tensor  # [batch, d_latent]
     t: torch.Tensor  # [batch] int64
     noise: torch.Tensor  # [batch, d_latent]
-    conditions: torch.Tensor  # [batch, ...], zeroed rows = unconditional
+    conditions: torch.Tensor  # [batch, ...]: embeddings (zeroed rows = unconditional) or pixels in [-1, 1]
+    keep: torch.Tensor  # [batch] bool, False = CFG-dropped (unconditional)
+
+    @property
+    def is_pixels(self) -> bool:
+        """True when `conditions` are images `[batch, 3, S, S]` for the prior's own image encoder."""
+        return self.conditions.dim() == 4
 
 
 def diffusion_batch_fn(
@@ -79,8 +91,12 @@ def diffusion_batch_fn(
         noise = torch.randn(x_start.shape, generator=g)
         keep = torch.rand(batch_size, generator=g) >= cond_drop_prob
         cond = dataset.conditions[index]
+        if cond.dim() == 4:  # pixel images: the model's encoder sees them, `keep` zeroes its grid
+            if cond.dtype == torch.uint8:
+                cond = cond.float() / 127.5 - 1
+            return DiffusionBatch(x_start, t, noise, cond, keep)
         cond = cond * keep.view(-1, *([1] * (cond.dim() - 1))).to(cond.dtype)
-        return DiffusionBatch(x_start, t, noise, cond)
+        return DiffusionBatch(x_start, t, noise, cond, keep)
 
     return batch_fn
 
@@ -93,12 +109,19 @@ def diffusion_loss_fn(diffusion: GaussianDiffusion, device: torch.device):
             model,
             batch.x_start.to(device),
             batch.t.to(device),
-            model_kwargs={"embeddings": batch.conditions.to(device)},
+            model_kwargs=_model_kwargs(batch, device),
             noise=batch.noise.to(device),
         )
         return {k: v.mean() for k, v in terms.items()}
 
     return loss_fn
+
+
+def _model_kwargs(batch: DiffusionBatch, device: torch.device) -> Dict[str, torch.Tensor]:
+    """Embeddings as they are (already zeroed where dropped), or pixels plus the keep mask."""
+    if batch.is_pixels:
+        return {"images": batch.conditions.to(device), "keep": batch.keep.to(device)}
+    return {"embeddings": batch.conditions.to(device)}
 
 
 def take_over_cond_dropout(model: nn.Module) -> float:

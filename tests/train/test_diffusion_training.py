@@ -1,4 +1,6 @@
 """Latent diffusion training: the loss falls, CFG dropout is in the batch, data errors are clear."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -61,3 +63,76 @@ def test_dataset_round_trips_through_safetensors(tmp_path):
     data.save(tmp_path / "d.safetensors")
     back = LatentDataset.load(tmp_path / "d.safetensors")
     assert torch.equal(back.latents, data.latents) and torch.equal(back.conditions, data.conditions)
+
+
+TINY_IMAGE = {
+    "name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "grid_encoder",
+    "image_encoder": {"image_size": 16, "patch_size": 4, "width": 16, "layers": 1, "heads": 2},
+    "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1, "heads": 2,
+              "grid_channels": 16, "grid_tokens": 16, "time_token_cond": True, "use_pos_emb": True,
+              "cond_drop_prob": 0.25},
+}
+TINY_DIFFUSION = {"schedule": "exp", "timesteps": 64, "mean_type": "x_start"}
+
+
+def tiny_pixel_dataset(dtype=torch.float32):
+    g = torch.Generator().manual_seed(0)
+    codes = torch.randint(0, 256, (4, 3, 16, 16), generator=g, dtype=torch.uint8)
+    pixels = codes if dtype == torch.uint8 else codes.float() / 127.5 - 1
+    return LatentDataset(torch.tanh(torch.randn(4, 32, generator=g)), pixels)
+
+
+def test_image_prior_trains_its_encoder_and_the_loss_falls(tmp_path):
+    torch.manual_seed(0)
+    model = model_from_config(TINY_IMAGE)
+    before = {k: v.clone() for k, v in model.image_encoder.state_dict().items()}
+    diffusion = diffusion_from_config(TINY_DIFFUSION)
+    batch_fn = diffusion_batch_fn(tiny_pixel_dataset(), 64, batch_size=16, seed=0,
+                                  cond_drop_prob=take_over_cond_dropout(model))
+    config = TrainConfig(steps=150, lr=3e-3, out_dir=str(tmp_path), progress=False, ema_decay=0.0)
+    trainer = Trainer(model, diffusion_loss_fn(diffusion, torch.device("cpu")), batch_fn, config)
+    losses = [trainer.train_step()["mse"] for _ in range(150)]
+    assert sum(losses[-20:]) / 20 < 0.5 * sum(losses[:20]) / 20
+    moved = [k for k, v in model.image_encoder.state_dict().items() if not torch.equal(v, before[k])]
+    assert len(moved) == len(before)
+
+
+def test_pixel_batches_keep_their_images_and_carry_the_dropout_mask():
+    data, codes = tiny_pixel_dataset(), tiny_pixel_dataset(torch.uint8)
+    batch = diffusion_batch_fn(data, 64, batch_size=8, seed=1, cond_drop_prob=0.5)(3, 0, 1)
+    assert batch.is_pixels and batch.keep.dtype == torch.bool and 0 < int(batch.keep.sum()) < 8
+    index = [next(i for i in range(4) if torch.equal(data.conditions[i], row)) for row in batch.conditions]
+    torch.testing.assert_close(batch.x_start, data.latents[index])  # images are not zeroed, rows stay aligned
+    from_codes = diffusion_batch_fn(codes, 64, batch_size=8, seed=1, cond_drop_prob=0.5)(3, 0, 1)
+    torch.testing.assert_close(from_codes.conditions, batch.conditions, rtol=0, atol=0)
+
+
+def test_dropped_pixel_rows_train_on_the_unconditional_zero_grid():
+    torch.manual_seed(0)
+    model = model_from_config(TINY_IMAGE)
+    torch.nn.init.normal_(model.wrapped.output_proj.weight, std=0.5)  # zero-initialised otherwise
+    take_over_cond_dropout(model)
+    loss_fn = diffusion_loss_fn(diffusion_from_config(TINY_DIFFUSION), torch.device("cpu"))
+    batch = diffusion_batch_fn(tiny_pixel_dataset(), 64, batch_size=4, seed=0, cond_drop_prob=0.0)(0, 0, 1)
+    dropped = replace(batch, keep=torch.zeros(4, dtype=torch.bool))
+    zero_grid = replace(batch, conditions=torch.zeros(4, 16, 16))
+    with torch.no_grad():
+        assert loss_fn(model, dropped)["loss"] == loss_fn(model, zero_grid)["loss"]
+        assert loss_fn(model, batch)["loss"] != loss_fn(model, zero_grid)["loss"]
+
+
+def test_train_diffusion_trains_an_image_prior_with_its_encoder_end_to_end(tmp_path):
+    from safetensors.torch import load_file
+
+    from shap_e.train.run import train_diffusion
+
+    tiny_pixel_dataset(torch.uint8).save(tmp_path / "pixels.safetensors")
+    config = {"model": TINY_IMAGE, "diffusion": TINY_DIFFUSION, "data": str(tmp_path / "pixels.safetensors"),
+              "batch_size": 4, "train": {"steps": 3, "lr": 1e-3, "out_dir": str(tmp_path / "run"), "progress": False,
+                                         "ema_decay": 0.0, "seed": 7}}
+    state = load_file(str(train_diffusion("image", config)))
+    torch.manual_seed(7)  # train_diffusion seeds the model's initialisation with the training seed
+    initial = model_from_config(TINY_IMAGE).state_dict()
+    model_from_config(TINY_IMAGE).load_state_dict(state, strict=True)
+    for key in ("image_encoder.stem.0.weight", "image_encoder.pos_emb", "wrapped.clip_embed.1.weight"):
+        assert not torch.equal(state[key], initial[key]), key
