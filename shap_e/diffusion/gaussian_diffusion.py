@@ -1,7 +1,9 @@
 """Gaussian diffusion with learned-range variances (Nichol & Dhariwal 2021), SPEC §3.
 
 All schedule-derived arrays are float64 numpy; they are gathered per timestep and cast to float32
-(`extract`), after which every operation is float32 as in the reference.
+(`extract`), after which every operation is float32 as in the reference. Per step, the arrays are
+read from float32 copies cached on the timestep's device, so that a sampling loop on an
+accelerator never copies between host and device (each such copy waits for the device).
 """
 import math
 from dataclasses import dataclass
@@ -26,8 +28,14 @@ ModelFn = Callable[..., torch.Tensor]
 
 
 def extract(arr: np.ndarray, t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-    """Gather `arr[t]` (float64) as float32, broadcast to `shape` (`[batch, ...]`)."""
-    values = torch.from_numpy(arr)[t.cpu()].float().to(t.device)
+    """Gather `arr[t]` (float64) as float32, broadcast to `shape` (`[batch, ...]`).
+
+    Copies `arr` to `t`'s device on every call; `GaussianDiffusion` caches that copy instead.
+    """
+    return _broadcast(torch.from_numpy(arr).float().to(t.device)[t], shape)
+
+
+def _broadcast(values: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
     values = values.reshape(values.shape + (1,) * (len(shape) - values.ndim))
     return values.expand(*shape)
 
@@ -89,6 +97,7 @@ class GaussianDiffusion:
         self.channel_scales = None if channel_scales is None else np.asarray(channel_scales)
         self.channel_biases = None if channel_biases is None else np.asarray(channel_biases)
         self.timestep_map = None if timestep_map is None else np.asarray(timestep_map, np.int64)
+        self._tables: Dict[Any, torch.Tensor] = {}
         self._derive_arrays()
 
     def _derive_arrays(self) -> None:
@@ -98,6 +107,7 @@ class GaussianDiffusion:
         self.alphas_cumprod_prev = np.append(1.0, self.alphas_cumprod[:-1])
         self.alphas_cumprod_next = np.append(self.alphas_cumprod[1:], 0.0)
         self.sqrt_alphas_cumprod = np.sqrt(self.alphas_cumprod)
+        self.one_minus_alphas_cumprod = 1.0 - self.alphas_cumprod
         self.sqrt_one_minus_alphas_cumprod = np.sqrt(1.0 - self.alphas_cumprod)
         self.log_one_minus_alphas_cumprod = np.log(1.0 - self.alphas_cumprod)
         self.sqrt_recip_alphas_cumprod = np.sqrt(1.0 / self.alphas_cumprod)
@@ -113,12 +123,32 @@ class GaussianDiffusion:
         )
         self.log_betas = np.log(betas)
 
+    def table(self, name: str, device: torch.device) -> torch.Tensor:
+        """The schedule array `name` (e.g. "alphas_cumprod") as a `[T]` tensor on `device`.
+
+        Float arrays become float32 (cast from float64 once: the same values as casting each
+        gathered element), `timestep_map` stays int64. Cached per device.
+        """
+        key = (name, torch.device(device))
+        cached = self._tables.get(key)
+        if cached is None:
+            values = torch.from_numpy(getattr(self, name))
+            if values.is_floating_point():
+                values = values.float()
+            # Cast on the host: some devices (MPS) have no float64.
+            cached = self._tables[key] = values.to(device)
+        return cached
+
+    def _extract(self, name: str, t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+        """`extract` from the cached device copy of the array `name`; `[batch, ...]` = `shape`."""
+        return _broadcast(self.table(name, t.device)[t], shape)
+
     # ----- forward process -------------------------------------------------------------------
     def q_mean_variance(self, x_start: torch.Tensor, t: torch.Tensor):
         """q(x_t | x_0): `(mean, variance, log_variance)`, each shaped like `x_start` `[batch, d]`."""
-        mean = extract(self.sqrt_alphas_cumprod, t, x_start.shape) * x_start
-        variance = extract(1.0 - self.alphas_cumprod, t, x_start.shape)
-        log_variance = extract(self.log_one_minus_alphas_cumprod, t, x_start.shape)
+        mean = self._extract("sqrt_alphas_cumprod", t, x_start.shape) * x_start
+        variance = self._extract("one_minus_alphas_cumprod", t, x_start.shape)
+        log_variance = self._extract("log_one_minus_alphas_cumprod", t, x_start.shape)
         return mean, variance, log_variance
 
     def q_sample(
@@ -132,18 +162,18 @@ class GaussianDiffusion:
         if noise is None:
             noise = randn_like(x_start, generator)
         return (
-            extract(self.sqrt_alphas_cumprod, t, x_start.shape) * x_start
-            + extract(self.sqrt_one_minus_alphas_cumprod, t, x_start.shape) * noise
+            self._extract("sqrt_alphas_cumprod", t, x_start.shape) * x_start
+            + self._extract("sqrt_one_minus_alphas_cumprod", t, x_start.shape) * noise
         )
 
     def q_posterior_mean_variance(self, x_start: torch.Tensor, x_t: torch.Tensor, t: torch.Tensor):
         """q(x_{t-1} | x_t, x_0): `(mean, variance, log_variance_clipped)`, each `[batch, d]`."""
         mean = (
-            extract(self.posterior_mean_coef1, t, x_t.shape) * x_start
-            + extract(self.posterior_mean_coef2, t, x_t.shape) * x_t
+            self._extract("posterior_mean_coef1", t, x_t.shape) * x_start
+            + self._extract("posterior_mean_coef2", t, x_t.shape) * x_t
         )
-        variance = extract(self.posterior_variance, t, x_t.shape)
-        log_variance = extract(self.posterior_log_variance_clipped, t, x_t.shape)
+        variance = self._extract("posterior_variance", t, x_t.shape)
+        log_variance = self._extract("posterior_log_variance_clipped", t, x_t.shape)
         return mean, variance, log_variance
 
     # ----- reverse process -------------------------------------------------------------------
@@ -151,7 +181,7 @@ class GaussianDiffusion:
         """The timesteps the model sees: `t` itself, or the original ones for a respaced process."""
         if self.timestep_map is None:
             return t
-        return torch.from_numpy(self.timestep_map)[t.cpu()].to(t.device)
+        return self.table("timestep_map", t.device)[t]
 
     def p_mean_variance(
         self,
@@ -175,8 +205,8 @@ class GaussianDiffusion:
                 "(mean part and learned-range variance part)"
             )
         mean_part, var_values = torch.split(output, x.shape[1], dim=1)
-        min_log = extract(self.posterior_log_variance_clipped, t, x.shape)
-        max_log = extract(self.log_betas, t, x.shape)
+        min_log = self._extract("posterior_log_variance_clipped", t, x.shape)
+        max_log = self._extract("log_betas", t, x.shape)
         frac = (var_values + 1) / 2
         log_variance = frac * max_log + (1 - frac) * min_log
         if self.mean_type == "x_start":
@@ -191,15 +221,15 @@ class GaussianDiffusion:
     def predict_xstart_from_eps(self, x_t: torch.Tensor, t: torch.Tensor, eps: torch.Tensor):
         """x̂₀ = √(1/ᾱ_t) x_t − √(1/ᾱ_t − 1) ε̂; `[batch, d]`."""
         return (
-            extract(self.sqrt_recip_alphas_cumprod, t, x_t.shape) * x_t
-            - extract(self.sqrt_recipm1_alphas_cumprod, t, x_t.shape) * eps
+            self._extract("sqrt_recip_alphas_cumprod", t, x_t.shape) * x_t
+            - self._extract("sqrt_recipm1_alphas_cumprod", t, x_t.shape) * eps
         )
 
     def predict_eps_from_xstart(self, x_t: torch.Tensor, t: torch.Tensor, pred_xstart: torch.Tensor):
         """ε̂ = (√(1/ᾱ_t) x_t − x̂₀) / √(1/ᾱ_t − 1); `[batch, d]`."""
         return (
-            extract(self.sqrt_recip_alphas_cumprod, t, x_t.shape) * x_t - pred_xstart
-        ) / extract(self.sqrt_recipm1_alphas_cumprod, t, x_t.shape)
+            self._extract("sqrt_recip_alphas_cumprod", t, x_t.shape) * x_t - pred_xstart
+        ) / self._extract("sqrt_recipm1_alphas_cumprod", t, x_t.shape)
 
     def p_sample(
         self,
@@ -230,8 +260,8 @@ class GaussianDiffusion:
         """DDIM step (Song et al. 2021, eq. 12); eta=0 is deterministic, eta=1 is DDPM-like."""
         out = self.p_mean_variance(model, x, t, clip_denoised, model_kwargs)
         eps = self.predict_eps_from_xstart(x, t, out.pred_xstart)
-        alpha_bar = extract(self.alphas_cumprod, t, x.shape)
-        alpha_bar_prev = extract(self.alphas_cumprod_prev, t, x.shape)
+        alpha_bar = self._extract("alphas_cumprod", t, x.shape)
+        alpha_bar_prev = self._extract("alphas_cumprod_prev", t, x.shape)
         sigma = (
             eta
             * torch.sqrt((1 - alpha_bar_prev) / (1 - alpha_bar))

@@ -4,8 +4,12 @@ Every sampler is `(denoiser, x, sigmas, generator=None, progress=False, callback
 `denoiser(x [batch, d], sigma [batch]) -> x̂₀ [batch, d]`, `x` starts at `sigmas[0]` noise level and
 `sigmas` is `[steps + 1]` ending in 0. `callback` receives a dict per step with keys
 `x, i, sigma, sigma_hat, denoised`.
+
+No sampler reads a tensor back to the host inside its loop (no `.item()`, no `if tensor`, no
+`.cpu()`): branches use the σ grid read once before the loop, and the σ -> timestep map runs on
+the device, so an accelerator never waits for the host between model calls.
 """
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -16,7 +20,8 @@ from shap_e.diffusion.noise import GeneratorArg, randn_like
 
 __all__ = [
     "SAMPLERS", "KarrasDenoiser", "guided_denoiser", "karras_sigmas", "sample_dpmpp_2m",
-    "sample_euler", "sample_euler_ancestral", "sample_heun", "sigma_to_t",
+    "sample_euler", "sample_euler_ancestral", "sample_heun", "sigma_to_t", "sigma_to_timestep",
+    "timestep_thresholds",
 ]
 
 Denoiser = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -60,6 +65,31 @@ def sigma_to_t(sigma: np.float32, alphas_cumprod: np.ndarray) -> float:
     return float(slope * (np.float64(alpha_cumprod) - ascending[lo]) + t_lo)
 
 
+def timestep_thresholds(alphas_cumprod: np.ndarray) -> torch.Tensor:
+    """`[T]` float32 thresholds: the largest float32 that is <= each float64 ᾱ_t.
+
+    For a float32 value a, `ᾱ_t >= a` exactly when `threshold_t >= a`, so the comparison against
+    the float64 schedule can run in float32 on any device (MPS has no float64).
+    """
+    alphas = np.asarray(alphas_cumprod, dtype=np.float64)
+    rounded = alphas.astype(np.float32)
+    above = rounded.astype(np.float64) > alphas
+    rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))
+    return torch.from_numpy(rounded)
+
+
+def sigma_to_timestep(sigmas: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
+    """`[batch]` float32 σ -> `[batch]` int64 `trunc(sigma_to_t(σ))`, on σ's device, no host sync.
+
+    The truncated interpolated index is the last t with ᾱ_t >= a, a = 1/(σ²+1) in float32
+    (0 when a > ᾱ_0). `thresholds` is `timestep_thresholds(ᾱ)` on σ's device.
+    """
+    alpha = torch.reciprocal(sigmas.float() * sigmas.float() + 1)
+    # ᾱ decreases with t: count the thresholds >= a in the ascending (flipped) order.
+    below = torch.searchsorted(thresholds.flip(0), alpha, side="left")
+    return (len(thresholds) - 1 - below).clamp(min=0)
+
+
 class KarrasDenoiser:
     """Wraps a diffusion model into D(x, σ): VE-scaled input -> clipped x̂₀ (SPEC §3.8 step 3).
 
@@ -78,11 +108,16 @@ class KarrasDenoiser:
         self.diffusion = diffusion
         self.clip_denoised = clip_denoised
         self.model_kwargs = model_kwargs or {}
+        self._thresholds: Dict[torch.device, torch.Tensor] = {}
 
     def timesteps(self, sigmas: torch.Tensor) -> torch.Tensor:
-        """`[batch]` float sigmas -> `[batch]` int64 timesteps (fractional t truncated)."""
-        values = [sigma_to_t(s, self.diffusion.alphas_cumprod) for s in sigmas.cpu().numpy()]
-        return torch.tensor(values, dtype=torch.float64).long().to(sigmas.device)
+        """`[batch]` float sigmas -> `[batch]` int64 timesteps (fractional t truncated), computed
+        on the sigmas' device."""
+        thresholds = self._thresholds.get(sigmas.device)
+        if thresholds is None:
+            thresholds = timestep_thresholds(self.diffusion.alphas_cumprod).to(sigmas.device)
+            self._thresholds[sigmas.device] = thresholds
+        return sigma_to_timestep(sigmas, thresholds)
 
     def __call__(self, x: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
         """`x [batch, d]`, `sigmas [batch]` -> x̂₀ `[batch, d]`."""
@@ -113,8 +148,13 @@ def _to_d(x: torch.Tensor, sigma: torch.Tensor, denoised: torch.Tensor) -> torch
     return (x - denoised) / sigma
 
 
-def _churn(sigma: torch.Tensor, steps: int, s_churn: float, s_tmin: float, s_tmax: float):
+def _churn(sigma: float, steps: int, s_churn: float, s_tmin: float, s_tmax: float) -> float:
     return min(s_churn / steps, 2**0.5 - 1) if s_tmin <= sigma <= s_tmax else 0.0
+
+
+def _levels(sigmas: torch.Tensor) -> List[float]:
+    """The σ grid as Python floats, read once before the loop, for the loop's branches."""
+    return sigmas.tolist()
 
 
 def _report(callback: Callback, **info: Any) -> None:
@@ -139,10 +179,10 @@ def sample_heun(
     One noise tensor is drawn every step even without churn, as the reference does, so that
     seeded replays consume the RNG identically.
     """
-    ones = x.new_ones([x.shape[0]])
+    ones, levels = x.new_ones([x.shape[0]]), _levels(sigmas)
     steps = len(sigmas) - 1
     for i in tqdm(range(steps), disable=not progress):
-        gamma = _churn(sigmas[i], steps, s_churn, s_tmin, s_tmax)
+        gamma = _churn(levels[i], steps, s_churn, s_tmin, s_tmax)
         eps = randn_like(x, generator) * s_noise
         sigma_hat = sigmas[i] * (gamma + 1)
         if gamma > 0:
@@ -151,7 +191,7 @@ def sample_heun(
         _report(callback, x=x, i=i, sigma=sigmas[i], sigma_hat=sigma_hat, denoised=denoised)
         d = _to_d(x, sigma_hat, denoised)
         dt = sigmas[i + 1] - sigma_hat
-        if sigmas[i + 1] == 0:
+        if levels[i + 1] == 0:
             # Euler step: the last step lands on σ = 0, where d₂ is undefined.
             x = x + d * dt
         else:
@@ -177,10 +217,10 @@ def sample_euler(
 ) -> torch.Tensor:
     """First-order Euler sampler of the probability-flow ODE with optional churn (EDM Alg. 2
     without the correction); one evaluation per step, noise drawn only when churning."""
-    ones = x.new_ones([x.shape[0]])
+    ones, levels = x.new_ones([x.shape[0]]), _levels(sigmas)
     steps = len(sigmas) - 1
     for i in tqdm(range(steps), disable=not progress):
-        gamma = _churn(sigmas[i], steps, s_churn, s_tmin, s_tmax)
+        gamma = _churn(levels[i], steps, s_churn, s_tmin, s_tmax)
         sigma_hat = sigmas[i] * (gamma + 1)
         if gamma > 0:
             eps = randn_like(x, generator) * s_noise
@@ -213,13 +253,13 @@ def sample_euler_ancestral(
     s_noise: float = 1.0,
 ) -> torch.Tensor:
     """Euler step to σ_down, then add σ_up fresh noise (ancestral sampling); stochastic."""
-    ones = x.new_ones([x.shape[0]])
+    ones, levels = x.new_ones([x.shape[0]]), _levels(sigmas)
     for i in tqdm(range(len(sigmas) - 1), disable=not progress):
         denoised = denoiser(x, sigmas[i] * ones)
         _report(callback, x=x, i=i, sigma=sigmas[i], sigma_hat=sigmas[i], denoised=denoised)
         sigma_down, sigma_up = _ancestral_step(sigmas[i], sigmas[i + 1], eta)
         x = x + _to_d(x, sigmas[i], denoised) * (sigma_down - sigmas[i])
-        if sigmas[i + 1] > 0:
+        if levels[i + 1] > 0:
             x = x + randn_like(x, generator) * s_noise * sigma_up
     return x
 
@@ -236,12 +276,12 @@ def sample_dpmpp_2m(
 
     `generator` is accepted for a uniform signature and never used.
     """
-    ones = x.new_ones([x.shape[0]])
+    ones, levels = x.new_ones([x.shape[0]]), _levels(sigmas)
     old_denoised = None
     for i in tqdm(range(len(sigmas) - 1), disable=not progress):
         denoised = denoiser(x, sigmas[i] * ones)
         _report(callback, x=x, i=i, sigma=sigmas[i], sigma_hat=sigmas[i], denoised=denoised)
-        if sigmas[i + 1] == 0:
+        if levels[i + 1] == 0:
             # λ = −log σ is infinite at σ = 0; the exact limit of the update is x̂₀ itself.
             x = denoised
         else:

@@ -8,6 +8,7 @@ import torch
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, karras_sigmas
 from shap_e.diffusion.noise import GeneratorArg, check_generator, randn
+from shap_e.diffusion.presets import resolve_preset
 
 __all__ = ["sample_latents"]
 
@@ -20,17 +21,18 @@ def sample_latents(
     diffusion: GaussianDiffusion,
     model_kwargs: Optional[Dict[str, Any]],
     guidance_scale: float,
-    clip_denoised: bool,
-    use_fp16: bool,
-    use_karras: bool,
-    karras_steps: int,
-    sigma_min: float,
-    sigma_max: float,
-    s_churn: float,
+    clip_denoised: bool = True,
+    use_fp16: bool = False,
+    use_karras: Optional[bool] = None,
+    karras_steps: Optional[int] = None,
+    sigma_min: Optional[float] = None,
+    sigma_max: Optional[float] = None,
+    s_churn: Optional[float] = None,
     device: Optional[torch.device] = None,
     progress: bool = False,
     *,
-    sampler: str = "heun",
+    preset: Optional[str] = None,
+    sampler: Optional[str] = None,
     generator: GeneratorArg = None,
     init_latent: Optional[torch.Tensor] = None,
     strength: Optional[float] = None,
@@ -42,6 +44,12 @@ def sample_latents(
     Positional arguments follow the official API. Guidance runs when `guidance_scale` is not 0
     or 1 (0 behaves like 1, as in the reference). Extras:
 
+    * `preset`: a name of `shap_e.diffusion.presets.PRESETS` ("default": 64 Heun steps as the
+      official notebooks, "fast": DPM-Solver++(2M) with `FAST_STEPS` steps). Precedence: each of
+      `use_karras, karras_steps, sigma_min, sigma_max, s_churn, sampler` the caller passes (not
+      None) wins over the preset; the preset fills the rest; without a preset, "default" does.
+      So the official all-positional call is unchanged, and `preset="fast"` takes effect fully
+      only when those arguments are left out.
     * `sampler`: `heun` (reference), `euler`, `euler_ancestral` or `dpmpp_2m` (Karras path).
     * `generator`: `None` (global RNG, reference draw order), a `torch.Generator`, or one
       generator per sample (sample i then matches the same seed sampled alone).
@@ -52,6 +60,11 @@ def sample_latents(
     * `legacy_guidance`: non-Karras path only; reproduce the reference's quirk (guidance on the
       first 3 output entries, a `2 * batch_size`-row result).
     """
+    settings = resolve_preset(preset, sampler=sampler, use_karras=use_karras,
+                              karras_steps=karras_steps, sigma_min=sigma_min, sigma_max=sigma_max,
+                              s_churn=s_churn)
+    sampler, use_karras, karras_steps = settings.sampler, settings.use_karras, settings.karras_steps
+    sigma_min, sigma_max, s_churn = settings.sigma_min, settings.sigma_max, settings.s_churn
     model_kwargs = dict(model_kwargs or {})
     guided = guidance_scale not in (0.0, 1.0)
     _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps, s_churn, sampler,

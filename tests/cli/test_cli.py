@@ -130,3 +130,22 @@ def test_models_command_lists_the_registry(capsys, tmp_path):
     out = capsys.readouterr().out
     for name in ("transmitter", "decoder", "text300M", "image300M"):
         assert name in out
+
+
+def test_fast_preset_samples_with_dpmpp_2m_and_records_it_in_meta(tiny_models, capsys):
+    from shap_e.diffusion.presets import FAST_STEPS
+
+    cache = tiny_models / "cache"
+    common = ["text", "a red cube", "--model", "tiny-text", "--format", "ply", "--grid-size", "16",
+              "--device", "cpu", "--cache-dir", str(cache), "--preset", "fast"]
+    for out, extra, steps in (("fast", [], FAST_STEPS), ("fast4", ["--steps", "4"], 4)):
+        assert main(common + ["-o", str(tiny_models / out)] + extra) == 0, capsys.readouterr().err
+        meta = json.loads((tiny_models / out / "a_red_cube_seed0" / "meta.json").read_text())
+        assert (meta["preset"], meta["sampler"], meta["steps"]) == ("fast", "dpmpp_2m", steps)
+
+
+def test_unknown_preset_is_rejected_with_the_valid_names(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["text", "a cube", "--preset", "turbo"])
+    assert exit_info.value.code == 2
+    assert "'default', 'fast'" in capsys.readouterr().err
