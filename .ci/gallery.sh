@@ -3,6 +3,7 @@
 # the page's npm dependencies, then open samples/index.html in the browser (tests/gallery). The page
 # tests may not skip here; the screenshot lands in $SHAP_E_ARTIFACTS (default test-artifacts/gallery.png).
 # Expects the project venv (.venv, made by .ci/run) or an active Python with the package installed.
+# With --install-only it installs Chromium and the npm packages and stops (.ci/run does this first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,7 @@ fi
 
 # model-viewer (pinned in samples/package-lock.json) is served from samples/node_modules.
 npm ci --silent --no-audit --no-fund --prefix samples >/dev/null
+if [ "${1:-}" = "--install-only" ]; then exit 0; fi
 
 if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 "$PYTHON" -c "import selenium" 2>/dev/null || "$PYTHON" -m pip install -q "selenium>=4.11"
