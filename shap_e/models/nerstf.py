@@ -10,11 +10,19 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 import torch
 import torch.nn as nn
 
-from shap_e.models.posenc import encode_direction, encode_position
+from shap_e.models.posenc import encode_direction, encode_position, posenc_nerf
 
 __all__ = ["HEADS", "NeRSTFOutput", "MetaLinear", "NeRSTFMLP"]
 
 POSITION_FEATURES = 93
+
+
+def position_features(degrees: int = 15) -> int:
+    """Width of the NeRF position encoding with `degrees` frequencies (93 for the release's 15).
+
+    Small models may use fewer: high frequencies make a narrow MLP's fields noisy early in training.
+    """
+    return 3 * (1 + 2 * degrees)
 DIRECTION_FEATURES = 51
 
 # Head name -> (first raw output channel, number of channels, activation).
@@ -82,9 +90,12 @@ class NeRSTFMLP(nn.Module):
         insert_direction_at: int = 4,
         init_scale: float = 0.25,
         initial_density_bias: float = 0.1,
+        position_degrees: int = 15,
         device: Optional[torch.device] = None,
     ):
         super().__init__()
+        if not 1 <= position_degrees <= 15:
+            raise ValueError(f"position_degrees={position_degrees} must be in 1..15 (the release uses 15)")
         if not 0 < n_meta_layers <= insert_direction_at < n_hidden_layers:
             raise ValueError(
                 "need 0 < n_meta_layers <= insert_direction_at < n_hidden_layers, got "
@@ -93,7 +104,8 @@ class NeRSTFMLP(nn.Module):
         self.d_hidden = d_hidden
         self.n_meta_layers = n_meta_layers
         self.insert_direction_at = insert_direction_at
-        d_ins = [POSITION_FEATURES] + [d_hidden] * n_hidden_layers
+        self.position_degrees = position_degrees
+        d_ins = [position_features(position_degrees)] + [d_hidden] * n_hidden_layers
         d_ins[insert_direction_at] += DIRECTION_FEATURES
         d_outs = [d_hidden] * n_hidden_layers + [N_OUTPUTS]
         layers = []
@@ -150,7 +162,7 @@ class NeRSTFMLP(nn.Module):
 
     def _forward(self, position, params, direction) -> torch.Tensor:
         """Raw outputs `[batch, n_points, 12]`."""
-        h = encode_position(position)
+        h = encode_position(position) if self.position_degrees == 15 else posenc_nerf(position, 0, self.position_degrees)
         last = len(self.mlp) - 1
         for i, layer in enumerate(self.mlp):
             if i < self.n_meta_layers:

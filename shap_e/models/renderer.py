@@ -275,7 +275,7 @@ _NERSTF_FIXED = {
     "separate_nerf_channels": True, "trainable_meta": False,
 }
 _NERSTF_SIZES = ("d_hidden", "n_hidden_layers", "n_meta_layers", "insert_direction_at", "init_scale",
-                 "initial_density_bias")
+                 "initial_density_bias", "position_degrees")
 
 
 def build_renderer(config: Mapping[str, Any], device: Optional[torch.device] = None) -> NeRSTFRenderer:

@@ -73,7 +73,6 @@ def load_asset_records(
     target_options: keyword arguments of `asset_targets` (sample counts, `sigma`).
     Views are rendered only for encoders that read them (`encoder.use_views`).
     """
-    from shap_e.util.asset_loading import load_asset
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
     records, skipped = [], []
@@ -83,9 +82,7 @@ def load_asset_records(
                 torch.device("cpu"), model_path=str(path), cache_dir=cache_dir,
                 random_sample_count=random_sample_count, seed=seed, **encoder.batch_options(),
             )
-            targets = asset_targets(
-                load_asset(str(path)), generator=torch.Generator().manual_seed(seed + i), **(target_options or {})
-            )
+            targets = cached_asset_targets(str(path), seed + i, target_options or {}, cache_dir)
         except (ValueError, OSError, IndexError, RuntimeError) as e:
             skipped.append((str(path), f"{type(e).__name__}: {e}"))
             continue
@@ -95,6 +92,28 @@ def load_asset_records(
     if not records:
         raise ValueError(f"none of the {len(paths)} assets could be read")
     return records, skipped
+
+
+def cached_asset_targets(path: str, seed: int, options: Dict, cache_dir=None) -> AssetTargets:
+    """`asset_targets` of a mesh file, stored in `cache_dir` (keyed by the file's SHA-256, the
+    seed and the options) so that a restarted run skips the winding numbers."""
+    from dataclasses import asdict
+
+    from shap_e.train.loop import atomic_save
+    from shap_e.util.asset_loading import load_asset
+    from shap_e.util.data_util import file_cache_key
+
+    cache_path = None
+    if cache_dir is not None:
+        key = file_cache_key(path, dict(options, seed=seed, version=1))
+        cache_path = Path(cache_dir) / f"targets_{key}.pt"
+        if cache_path.is_file():
+            return AssetTargets(**torch.load(cache_path, weights_only=True))
+    targets = asset_targets(load_asset(path), generator=torch.Generator().manual_seed(seed), **options)
+    if cache_path is not None:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_save(asdict(targets), cache_path)
+    return targets
 
 
 def _pick(values: torch.Tensor, n: int, g: torch.Generator) -> torch.Tensor:

@@ -68,7 +68,7 @@ def load_or_create_multimodal_batch(
     )
     cache_path = None
     if cache_dir is not None:
-        cache_path = os.path.join(cache_dir, f"mmbatch_{_cache_key(path, key_args)}.pt")
+        cache_path = os.path.join(cache_dir, f"mmbatch_{file_cache_key(path, key_args)}.pt")
         if os.path.exists(cache_path):
             return _from_dict(torch.load(cache_path, weights_only=True)).to(device)
     data = _create(path, device, key_args, verbose)
@@ -173,7 +173,8 @@ def stack_batches(batches: Sequence[MultimodalBatch]) -> MultimodalBatch:
     )
 
 
-def _cache_key(path: str, args: Dict) -> str:
+def file_cache_key(path: str, args: Dict) -> str:
+    """32 hex digits of the SHA-256 of a file's bytes and the JSON of `args` (cache file names)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -85,3 +85,20 @@ def test_points_only_encoder_records_have_no_views_and_the_band_term_weights_the
     band_term = ((sdf / 0.1).clamp(-1, 1) - (target / 0.1).clamp(-1, 1)).abs().mean()
     torch.testing.assert_close(banded["sdf"] - plain["sdf"], band_term, atol=1e-5, rtol=1e-4)
     assert plain["nerf"].item() == 0.0  # no views: the NeRF term is skipped even with a weight
+
+
+def test_targets_are_cached_by_content_seed_and_options(tiny_setup, tmp_path):
+    from shap_e.train.transmitter_training import cached_asset_targets
+
+    folder, _ = tiny_setup
+    path = str(mesh_files(folder)[0])
+    options = dict(n_near=64, n_uniform=32, n_color=16)
+    first = cached_asset_targets(path, 5, options, tmp_path)
+    assert len(list(tmp_path.glob("targets_*.pt"))) == 1
+    again = cached_asset_targets(path, 5, options, tmp_path)
+    assert torch.equal(first.sdf_values, again.sdf_values) and torch.equal(first.colors, again.colors)
+    cached_asset_targets(path, 6, options, tmp_path)
+    cached_asset_targets(path, 5, dict(options, n_near=65), tmp_path)
+    assert len(list(tmp_path.glob("targets_*.pt"))) == 3
+    uncached = cached_asset_targets(path, 5, options, None)
+    assert torch.equal(first.sdf_points, uncached.sdf_points)

@@ -10,7 +10,8 @@ import torch
 import torch.nn as nn
 
 from shap_e.models.configs import check_keys
-from shap_e.models.transmitter.encoder import POSENC_WIDTH, PointCloudPerceiverChannelsEncoder
+from shap_e.models.nerstf import position_features
+from shap_e.models.transmitter.encoder import PointCloudPerceiverChannelsEncoder
 from shap_e.models.transmitter.params_proj import ChannelsParamsProj, ParamShapes
 
 ENCODER_KEYS = {
@@ -37,9 +38,8 @@ def meta_param_shapes(renderer_config: Dict[str, Any]) -> ParamShapes:
     hidden, n_meta = nerstf["d_hidden"], nerstf["n_meta_layers"]
     if nerstf.get("insert_direction_at", 4) < n_meta or nerstf.get("meta_bias", False):
         raise ValueError("only NeRSTF configs whose meta layers precede the direction input, without meta bias, are supported")
-    return OrderedDict(
-        (f"nerstf.mlp.{i}.weight", (hidden, POSENC_WIDTH if i == 0 else hidden)) for i in range(n_meta)
-    )
+    width = position_features(nerstf.get("position_degrees", 15))
+    return OrderedDict((f"nerstf.mlp.{i}.weight", (hidden, width if i == 0 else hidden)) for i in range(n_meta))
 
 
 class Transmitter(nn.Module):

@@ -1,5 +1,6 @@
-"""The points-only transmitter options used by the small models (`cross_attention_dataset: pcl`,
-`use_pointconv: false`): no multiview modules, no views needed, the prefix reads the FPS points."""
+"""Transmitter options used by the small models: points only (`cross_attention_dataset: pcl`,
+`use_pointconv: false`: no multiview modules, no views needed, the prefix reads the FPS points) and
+a NeRSTF position encoding with fewer frequencies (`position_degrees`)."""
 import copy
 
 import pytest
@@ -58,4 +59,35 @@ def test_unknown_cross_attention_dataset_is_a_clear_error(golden):
     config = points_only_config(golden("e")["config"])
     config["encoder"]["cross_attention_dataset"] = "multiview"
     with pytest.raises(ValueError, match="cross_attention_dataset='multiview' is unknown"):
+        model_from_config(config)
+
+
+def test_fewer_position_degrees_narrow_the_first_meta_layer(golden):
+    from shap_e.models.posenc import posenc_nerf
+
+    config = points_only_config(golden("e")["config"])
+    config["renderer"]["nerstf"]["position_degrees"] = 6
+    torch.manual_seed(0)
+    model = model_from_config(config).eval()
+    assert model.encoder.param_shapes["nerstf.mlp.0.weight"][1] == 3 * (1 + 2 * 6)
+    points = torch.cat([torch.rand(1, 3, 64) * 2 - 1, torch.rand(1, 3, 64)], dim=1)
+    with torch.no_grad():
+        params = model.encoder(MultimodalBatch(points=points))
+        mlp = {k[len("nerstf."):]: v for k, v in params.items()}
+        position = torch.rand(1, 5, 3) * 2 - 1
+        sdf = model.renderer.nerstf.query(position, mlp, None, ("sdf",)).sdf
+        first = posenc_nerf(position, 0, 6) @ mlp["mlp.0.weight"].transpose(1, 2) + model.renderer.nerstf.mlp[0].bias
+    assert sdf.shape == (1, 5, 1)
+    hook_out = []
+    handle = model.renderer.nerstf.mlp[0].register_forward_hook(lambda m, i, o: hook_out.append(o))
+    with torch.no_grad():
+        model.renderer.nerstf.query(position, mlp, None, ("sdf",))
+    handle.remove()
+    torch.testing.assert_close(hook_out[0], first)
+
+
+def test_position_degrees_out_of_range_is_a_clear_error(golden):
+    config = points_only_config(golden("e")["config"])
+    config["renderer"]["nerstf"]["position_degrees"] = 16
+    with pytest.raises(ValueError, match="position_degrees=16 must be in 1..15"):
         model_from_config(config)
