@@ -213,13 +213,14 @@ def evaluate_text_to_3d(
     return _result("text_to_3d", rows, ("category_correct", "colour_correct", "category_score"), settings, start)
 
 
-def picture(asset: Any, size: int = 256, background: str = "white"):
-    """The conditioning picture of an asset: an unlit-plus-diffuse render (`shap_e.util.multiview`)
-    from the side (camera on +X, distance 4, looking at the origin), as a PIL image."""
+def picture(asset: Any, size: int = 256, seed: int = 0):
+    """The conditioning picture of an asset, as a PIL image: a photo-like render
+    (`shap_e.train.condition_images`) from the +X side, 25 degrees above the horizon, on white;
+    the view the small image prior was trained around, so that the object's yaw is visible."""
     from PIL import Image
 
+    from shap_e.train.condition_images import render_condition_images
     from shap_e.util.asset_loading import AssetMesh
-    from shap_e.util.multiview import render_multiview
 
     mesh = asset_mesh(asset)
     n_faces = mesh.faces.shape[0]
@@ -228,7 +229,8 @@ def picture(asset: Any, size: int = 256, background: str = "white"):
         verts=mesh.verts, faces=mesh.faces, corner_colors=colors[:, None].expand(n_faces, 3, 3).contiguous(),
         corner_uvs=torch.zeros(n_faces, 3, 2), face_texture=torch.full((n_faces,), -1), textures=[],
     )
-    view = render_multiview(asset_like, n_views=1, size=size, alpha_removal=background).views[0]
+    view = render_condition_images(asset_like, 1, size, seed=seed, elevation_deg=(25.0, 25.0),
+                                   azimuth_deg=(0.0, 0.0))[0]
     pixels = ((view.permute(1, 2, 0) + 1) * 127.5).round().clamp(0, 255).to(torch.uint8)
     return Image.fromarray(pixels.numpy())
 

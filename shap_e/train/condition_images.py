@@ -25,6 +25,7 @@ from shap_e.util.multiview import BLENDER_DEFAULT_FOV
 __all__ = ["photo_cameras", "render_condition_images"]
 
 PHOTO_ELEVATION_DEG = (15.0, 35.0)
+PHOTO_AZIMUTH_DEG = (0.0, 360.0)
 PHOTO_FILL = 0.7
 
 
@@ -35,12 +36,16 @@ def photo_cameras(
     generator: torch.Generator,
     elevation_deg: Tuple[float, float] = PHOTO_ELEVATION_DEG,
     fill: float = PHOTO_FILL,
+    azimuth_deg: Tuple[float, float] = PHOTO_AZIMUTH_DEG,
 ) -> ProjectiveCamera:
     """`n_views` cameras looking at the origin from random photo-like directions, framed on `verts`.
 
     :param verts: `[V, 3]` the mesh's vertices (already centred, e.g. by `load_asset`).
     :param generator: draws the elevations, then the azimuths (CPU generator).
     :param fill: the farthest projected vertex lands at `fill` of the half-frame from the centre.
+    :param azimuth_deg: the range of camera azimuths, counter-clockwise from +X. A narrow range
+        keeps the object's yaw visible in the picture (a prior that must reproduce the world-frame
+        orientation is trained on such pictures).
     """
     if not 0 < fill <= 1:
         raise ValueError(f"fill={fill} must be in (0, 1]: the fraction of the half-frame the object spans")
@@ -48,7 +53,10 @@ def photo_cameras(
     if not -math.pi / 2 < low <= high < math.pi / 2:
         raise ValueError(f"elevation_deg={elevation_deg} must be an increasing pair inside (-90, 90)")
     elevation = low + (high - low) * torch.rand(n_views, generator=generator, dtype=torch.float64)
-    azimuth = 2 * math.pi * torch.rand(n_views, generator=generator, dtype=torch.float64)
+    az_low, az_high = (math.radians(a) for a in azimuth_deg)
+    if az_high < az_low:
+        raise ValueError(f"azimuth_deg={azimuth_deg} must be an increasing pair")
+    azimuth = az_low + (az_high - az_low) * torch.rand(n_views, generator=generator, dtype=torch.float64)
     toward_camera = torch.stack(
         [elevation.cos() * azimuth.cos(), elevation.cos() * azimuth.sin(), elevation.sin()], dim=1
     ).float().to(verts.device)  # [n_views, 3] unit vectors from the origin to the camera
@@ -83,6 +91,7 @@ def render_condition_images(
     supersample: int = 2,
     elevation_deg: Tuple[float, float] = PHOTO_ELEVATION_DEG,
     fill: float = PHOTO_FILL,
+    azimuth_deg: Tuple[float, float] = PHOTO_AZIMUTH_DEG,
 ) -> torch.Tensor:
     """Photo-like renders of one asset: `[n_views, 3, size, size]` float32 in [-1, 1] (8-bit values).
 
@@ -96,7 +105,7 @@ def render_condition_images(
         )
     mesh = mesh_or_path if isinstance(mesh_or_path, AssetMesh) else load_asset(str(mesh_or_path))
     generator = torch.Generator().manual_seed(seed)
-    cameras = photo_cameras(mesh.verts, n_views, size * supersample, generator, elevation_deg, fill)
+    cameras = photo_cameras(mesh.verts, n_views, size * supersample, generator, elevation_deg, fill, azimuth_deg)
     srgb = _shade(mesh, cameras).permute(0, 3, 1, 2)  # [N, 3, H, W]
     if supersample > 1:
         srgb = F.avg_pool2d(srgb, supersample)

@@ -5,7 +5,7 @@ latent of every asset, repeated once per condition, row-aligned with
 
 * text: sentence embeddings of `per_asset` captions drawn from the training templates
   (the asset's own `captions.jsonl` caption first), with the prior's text encoder;
-* image: `per_asset` renders of the asset from photo-like viewpoints (`[3, S, S]` in [-1, 1]).
+* image: `per_asset` renders of the asset from photo-like viewpoints around +X (`[3, S, S]` in [-1, 1]).
 """
 from pathlib import Path
 from typing import List, Sequence
@@ -18,6 +18,9 @@ from tqdm.auto import tqdm
 from shap_e.train.diffusion_training import LatentDataset
 
 STAGES = ("text", "image")
+# Image-stage pictures are taken from around +X, so the object's yaw (random in the procedural
+# data) is visible and a prior can reproduce the world-frame orientation; elevation varies.
+IMAGE_AZIMUTH_DEG = (-20.0, 20.0)
 
 
 def read_assets(directory) -> List[dict]:
@@ -96,7 +99,7 @@ def build_latent_dataset(
         from shap_e.train.condition_images import render_condition_images
 
         conditions = torch.cat([
-            render_condition_images(r["path"], per_asset, image_size, seed=seed + i)
+            render_condition_images(r["path"], per_asset, image_size, seed=seed + i, azimuth_deg=IMAGE_AZIMUTH_DEG)
             for i, r in enumerate(tqdm(records, desc="render", disable=not progress))
         ])
     return LatentDataset(latents.repeat_interleave(per_asset, dim=0), conditions)

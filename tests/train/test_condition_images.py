@@ -68,3 +68,13 @@ def test_bad_arguments_raise_value_errors(red_box):
         render_condition_images(red_box, 1, 32, fill=0)
     with pytest.raises(ValueError, match="elevation_deg"):
         render_condition_images(red_box, 1, 32, elevation_deg=(40, 20))
+
+
+def test_azimuth_range_keeps_cameras_around_plus_x(red_box):
+    cameras = photo_cameras(red_box.verts, 32, 64, torch.Generator().manual_seed(0), azimuth_deg=(-20.0, 20.0))
+    azimuth = torch.rad2deg(torch.atan2(cameras.origin[:, 1], cameras.origin[:, 0]))
+    assert azimuth.abs().max() <= 20.0 + 1e-3 and azimuth.std() > 5.0
+    fixed = photo_cameras(red_box.verts, 2, 64, torch.Generator().manual_seed(0), azimuth_deg=(0.0, 0.0))
+    torch.testing.assert_close(fixed.origin[:, 1], torch.zeros(2), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="azimuth_deg"):
+        photo_cameras(red_box.verts, 1, 64, torch.Generator(), azimuth_deg=(10.0, -10.0))
