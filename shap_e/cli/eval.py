@@ -21,7 +21,7 @@ def add_commands(commands) -> None:
     for task, text in TASKS.items():
         sub = tasks.add_parser(task, help=text, description=text)
         sub.add_argument("--model", help="registry name (default: transmitter / text300M / image300M)")
-        sub.add_argument("--decoder", help="registry name of the decoder (default: transmitter)")
+        sub.add_argument("--decoder", help="registry name of the decoder (default: the prior's first decoder)")
         sub.add_argument("-n", type=int, default=48, help="number of held-out items")
         sub.add_argument("--split", choices=SPLITS, default="heldout_pairs", help="dataset split to draw from")
         sub.add_argument("--seed", type=int, default=0, help="dataset seed; item i samples with seed + i")
@@ -29,7 +29,8 @@ def add_commands(commands) -> None:
         sub.add_argument("--grid-size", type=int, default=64, help="marching-cubes grid of decoded meshes")
         sub.add_argument("--resolution", type=int, default=64, help="IoU grid")
         sub.add_argument("--steps", type=int, default=64, help="sampler steps (text, image)")
-        sub.add_argument("--guidance", type=float, help="classifier-free guidance (default 15 text, 3 image)")
+        sub.add_argument("--guidance", type=float,
+                         help="classifier-free guidance (default: the model's recommended value, else 15 text, 3 image)")
         sub.add_argument("--batch", type=int, default=8, help="samples per sampler batch")
         sub.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
         sub.add_argument("--cache-dir", help="model cache")
@@ -72,7 +73,9 @@ def run_eval(args) -> None:
 def _evaluate_model(args, model_name: str):
     from shap_e.data import iter_dataset
     from shap_e.eval import run
-    from shap_e.models.download import load_model
+    from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
+    from shap_e.models.download import load_config, load_model
+    from shap_e.models.registry import get_spec
 
     device = pick_device(args.device)
     model = load_model(model_name, device=device, cache_dir=args.cache_dir).eval()
@@ -80,11 +83,14 @@ def _evaluate_model(args, model_name: str):
         assets = list(iter_dataset(args.split, args.n, args.seed))
         return run.evaluate_reconstruction(model, assets, grid_size=args.grid_size, resolution=args.resolution,
                                            seed=args.seed, device=device, progress=True)
-    xm = load_model(args.decoder or "transmitter", device=device, cache_dir=args.cache_dir).eval()
+    spec = get_spec(model_name)
+    decoder = args.decoder or (spec.decoders[0] if spec.decoders else "transmitter")
+    xm = load_model(decoder, device=device, cache_dir=args.cache_dir).eval()
     options = dict(steps=args.steps, batch_size=args.batch, grid_size=args.grid_size, seed=args.seed,
-                   device=device, progress=True)
-    if args.guidance is not None:
-        options["guidance_scale"] = args.guidance
+                   device=device, progress=True, diffusion=diffusion_from_config(load_config(spec.diffusion)))
+    guidance = args.guidance if args.guidance is not None else spec.guidance_scale
+    if guidance is not None:
+        options["guidance_scale"] = guidance
     if args.task == "text":
         prompts = run.heldout_prompts(args.split, args.n, args.seed)
         return run.evaluate_text_to_3d(model, xm, prompts, **options)

@@ -39,7 +39,8 @@ def add_sampling_options(parser, kind: str) -> None:
                         help="sampler settings: default = 64 Heun steps (official), fast = DPM-Solver++(2M) "
                         "with fewer steps; --steps/--sampler override it")
     parser.add_argument("--steps", type=int, help="sampler steps (default: from --preset)")
-    parser.add_argument("--guidance", type=float, default=DEFAULT_GUIDANCE[kind], help="classifier-free guidance")
+    parser.add_argument("--guidance", type=float,
+                        help=f"classifier-free guidance (default: the model's recommended value, else {DEFAULT_GUIDANCE[kind]})")
     parser.add_argument("--sampler", choices=SAMPLERS, help="ODE/SDE sampler (default: from --preset)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     parser.add_argument("--dtype", choices=sorted(DTYPES), help="model dtype (default: float32 on CPU)")
@@ -130,6 +131,8 @@ def run_generate(args) -> None:
     name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
     device = pick_device(args.device)
     models = load_pipeline(name, device, args.cache_dir)
+    if args.guidance is None:
+        args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
     for label, model_kwargs in distributed_share(jobs):
         generate_one(models, name, label, model_kwargs, formats, device, args)
 
@@ -150,7 +153,7 @@ def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
     xm = load_model(decoder, device=device, cache_dir=cache_dir)
     diffusion = diffusion_from_config(load_config(spec.diffusion))
     say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
-    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder}
+    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder, "guidance_scale": spec.guidance_scale}
 
 
 def generate_one(models, name, label, model_kwargs, formats, device, args) -> None:

@@ -35,6 +35,8 @@ class ModelSpec:
         hash to ``config_sha256`` (the decoder); False when they do.
     :param decoders: for a prior, the models that decode its latents, in order of preference.
     :param diffusion: for a prior, the registry name of its diffusion config.
+    :param guidance_scale: for a prior, the classifier-free guidance it samples best with (the CLI's
+        default for it); None keeps the command's own default.
     :param weights_file: weights that ship with the package (a name inside ``shap_e/weights/``, or
         an absolute path), checked against ``sha256`` when loaded; nothing is downloaded.
     """
@@ -50,6 +52,7 @@ class ModelSpec:
     config_reconstructed: bool = False
     decoders: Tuple[str, ...] = ()
     diffusion: str = "diffusion"
+    guidance_scale: Optional[float] = None
     weights_file: Optional[str] = None
 
     def __post_init__(self) -> None:

@@ -149,3 +149,16 @@ def test_unknown_preset_is_rejected_with_the_valid_names(capsys):
         main(["text", "a cube", "--preset", "turbo"])
     assert exit_info.value.code == 2
     assert "'default', 'fast'" in capsys.readouterr().err
+
+
+def test_guidance_defaults_to_the_models_recommended_value(tiny_models, capsys, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setitem(registry.MODELS, "tiny-text",
+                        dataclasses.replace(registry.MODELS["tiny-text"], guidance_scale=2.5))
+    common = ["text", "a red cube", "--model", "tiny-text", "--format", "ply", "--grid-size", "16", "--steps", "2",
+              "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
+    for out, extra, guidance in (("recommended", [], 2.5), ("given", ["--guidance", "4"], 4.0)):
+        assert main(common + ["-o", str(tiny_models / out)] + extra) == 0, capsys.readouterr().err
+        meta = json.loads((tiny_models / out / "a_red_cube_seed0" / "meta.json").read_text())
+        assert meta["guidance"] == guidance
