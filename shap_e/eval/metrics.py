@@ -51,8 +51,11 @@ class EvalMesh:
 
     @property
     def is_empty(self) -> bool:
-        """True when the mesh has no face (an empty marching-cubes result)."""
-        return self.faces.shape[0] == 0
+        """True when the mesh has no face with area (an empty or degenerate marching-cubes result)."""
+        if self.faces.shape[0] == 0:
+            return True
+        tri = self.verts[self.faces]
+        return bool(torch.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], dim=-1).norm(dim=-1).sum() == 0)
 
 
 def to_eval_mesh(mesh: Any) -> EvalMesh:

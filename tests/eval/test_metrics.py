@@ -106,3 +106,9 @@ def test_bad_inputs_name_the_argument():
         to_eval_mesh("a mesh")
     with pytest.raises(ValueError, match="same shape"):
         grid_iou(torch.zeros(2, 2, 2, dtype=torch.bool), torch.zeros(3, 3, 3, dtype=torch.bool))
+
+
+def test_a_mesh_of_zero_area_faces_counts_as_empty():
+    flat = EvalMesh(torch.zeros(3, 3), torch.tensor([[0, 1, 2]]), None)
+    assert flat.is_empty
+    assert chamfer_and_color(flat, flat) == {"chamfer": None, "color_error": None}
