@@ -70,12 +70,17 @@ def served_site(tiny_site):
     link = tiny_site / "node_modules"
     if not link.exists():
         link.symlink_to(SAMPLES / "node_modules", target_is_directory=True)
+    yield from serve(tiny_site)
+
+
+def serve(directory: Path):
+    """Serve `directory` on 127.0.0.1 for the duration of a fixture; yields the base URL."""
 
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=tiny_site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=directory))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -126,3 +131,29 @@ def test_a_model_viewer_whose_glb_is_missing_is_reported_as_failed(browser, serv
     status = open_and_wait(browser, f"{served_site}/broken.html")
     assert status["failed"] == ["no_such_folder/mesh.glb"] and status["failed_figures"] == 1
     assert status["loaded_events"] == status["viewers"] - 1
+
+
+@pytest.fixture(scope="module")
+def served_samples():
+    """`http://127.0.0.1:PORT` serving the committed samples/ folder itself."""
+    if not (SAMPLES / "index.html").is_file():
+        pytest.skip("samples/index.html has not been generated (python samples/make_gallery.py)")
+    if not (SAMPLES / "node_modules" / "@google" / "model-viewer").is_dir():
+        missing("samples/node_modules is missing: run `npm ci` in samples/")
+    yield from serve(SAMPLES)
+
+
+@pytest.mark.slow
+def test_the_committed_gallery_page_loads_every_glb_offline(browser, served_samples):
+    glbs = sorted(p.relative_to(SAMPLES).as_posix() for p in SAMPLES.glob("*/*/mesh.glb"))
+    assert glbs, "samples/index.html exists but no sample GLB does"
+    status = open_and_wait(browser, f"{served_samples}/index.html")
+    sources = browser.execute_script(
+        "return [...document.querySelectorAll('model-viewer')].map(v => v.getAttribute('src'));")
+    assert sorted(sources) == glbs
+    assert status["failed"] == [] and status["loaded_events"] == status["viewers"] == len(glbs)
+    errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []
+    time.sleep(1.0)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "samples_gallery.png"))
