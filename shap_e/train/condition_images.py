@@ -17,10 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from shap_e.rendering.cameras import ProjectiveCamera, look_at
-from shap_e.rendering.color import linear_to_srgb
-from shap_e.rendering.rasterize import STF_LIGHT_DIRECTION, face_normals, rasterize
+from shap_e.rendering.rasterize import rasterize
 from shap_e.util.asset_loading import AssetMesh, load_asset
-from shap_e.util.multiview import BLENDER_DEFAULT_FOV
+from shap_e.util.multiview import BLENDER_DEFAULT_FOV, shade
 
 __all__ = ["photo_cameras", "render_condition_images"]
 
@@ -70,19 +69,6 @@ def photo_cameras(
     return look_at(origins, torch.zeros_like(origins), size, size, fov=BLENDER_DEFAULT_FOV)
 
 
-def _shade(mesh: AssetMesh, cameras: ProjectiveCamera) -> torch.Tensor:
-    """`[N, H, W, 3]` sRGB in [0, 1] on white, lit as in `render_multiview`."""
-    frags = rasterize(mesh.verts, mesh.faces, cameras)
-    mask = frags.mask
-    face = frags.face_index[mask]
-    light = torch.tensor(STF_LIGHT_DIRECTION, device=mesh.verts.device)
-    brightness = 0.3 + 0.7 * (face_normals(mesh.verts, mesh.faces)[face] @ (light / light.norm())).abs()
-    linear = mesh.colors_at(face, frags.bary[mask]) * brightness[:, None]
-    srgb = torch.ones((*mask.shape, 3), device=mesh.verts.device)
-    srgb[mask] = linear_to_srgb(linear.clamp(0, 1))
-    return srgb
-
-
 def render_condition_images(
     mesh_or_path: Union[AssetMesh, str, Path],
     n_views: int,
@@ -106,7 +92,7 @@ def render_condition_images(
     mesh = mesh_or_path if isinstance(mesh_or_path, AssetMesh) else load_asset(str(mesh_or_path))
     generator = torch.Generator().manual_seed(seed)
     cameras = photo_cameras(mesh.verts, n_views, size * supersample, generator, elevation_deg, fill, azimuth_deg)
-    srgb = _shade(mesh, cameras).permute(0, 3, 1, 2)  # [N, 3, H, W]
+    srgb = shade(mesh, rasterize(mesh.verts, mesh.faces, cameras), background=1.0).permute(0, 3, 1, 2)
     if supersample > 1:
         srgb = F.avg_pool2d(srgb, supersample)
     # 8-bit quantisation, as the PNG or JPEG photos given at sampling time.

@@ -67,19 +67,25 @@ def render_multiview(
         raise ValueError(f"alpha_removal must be one of {ALPHA_REMOVAL_MODES}, got {alpha_removal!r}")
     cameras = multiview_cameras(n_views, size, device=mesh.verts.device)
     frags = rasterize(mesh.verts, mesh.faces, cameras)
-    mask = frags.mask
-    face = frags.face_index[mask]
-    light = torch.tensor(STF_LIGHT_DIRECTION, device=mesh.verts.device)
-    brightness = 0.3 + 0.7 * (face_normals(mesh.verts, mesh.faces)[face] @ (light / light.norm())).abs()
-    linear = mesh.colors_at(face, frags.bary[mask]) * brightness[:, None]
-    background = 0.0 if alpha_removal == "black" else 1.0
-    srgb = torch.full((*mask.shape, 3), background, device=mesh.verts.device)
-    srgb[mask] = linear_to_srgb(linear.clamp(0, 1))
+    srgb = shade(mesh, frags, background=0.0 if alpha_removal == "black" else 1.0)
     # 8-bit quantisation as in the PNG renders the encoder was trained on.
     views = torch.round(srgb * 255) / 127.5 - 1
     return MultiviewRenders(
         views=views.permute(0, 3, 1, 2).contiguous(),
         depths=frags.depth[:, None],
-        alphas=mask[:, None].float(),
+        alphas=frags.mask[:, None].float(),
         cameras=cameras,
     )
+
+
+def shade(mesh: AssetMesh, frags, background: float) -> torch.Tensor:
+    """`[N, H, W, 3]` sRGB in [0, 1]: the mesh's colours lit by the fixed STF light
+    (`0.3 + 0.7 |n . l|`, flat per face) where `frags` (from `rasterize`) hit, `background` elsewhere."""
+    mask = frags.mask
+    face = frags.face_index[mask]
+    light = torch.tensor(STF_LIGHT_DIRECTION, device=mesh.verts.device)
+    brightness = 0.3 + 0.7 * (face_normals(mesh.verts, mesh.faces)[face] @ (light / light.norm())).abs()
+    linear = mesh.colors_at(face, frags.bary[mask]) * brightness[:, None]
+    srgb = torch.full((*mask.shape, 3), background, device=mesh.verts.device)
+    srgb[mask] = linear_to_srgb(linear.clamp(0, 1))
+    return srgb
