@@ -157,6 +157,17 @@ for _spec in (
 del _spec
 
 
+# The small model family: trained on this package's procedural dataset with `recipes/` on a 2-core
+# CPU and bundled in `shap_e/weights/` (model cards in `model_cards/`).
+for _spec in (
+    ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="501ada5abc2ca1fe0885e10898a357d27dd0fda7afa088b7ddc34c291483a68e",
+              weights_file="transmitter-small.safetensors", n_params=787_130,
+              description="small points-only encoder + renderer for procedural shapes (bundled)"),
+):
+    register_model(_spec)
+del _spec
+
+
 def register_from_file(path) -> None:
     """Register the models of a YAML file: `{name: {config_file, url, sha256, ...}}` (ModelSpec fields).
 
