@@ -161,7 +161,7 @@ del _spec
 # CPU and bundled in `shap_e/weights/` (model cards in `model_cards/`).
 for _spec in (
     ModelSpec("diffusion-small", "diffusion_small_config.yaml",
-              description="Gaussian diffusion of the small priors: cosine schedule (config only, no weights)"),
+              description="Gaussian diffusion of the small priors: cosine schedule, epsilon prediction (config only)"),
     ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="501ada5abc2ca1fe0885e10898a357d27dd0fda7afa088b7ddc34c291483a68e",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
