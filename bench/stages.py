@@ -313,6 +313,8 @@ def small_models(ctx: Context) -> Prepared:
     counter = itertools.count()
     argv = ["text", "a red cube", "--model", "text-small", "--format", "glb", "--seed", str(ctx.seed),
             "--device", ctx.device.type]
+    if ctx.tiny:  # checks the harness only: 2 sampler steps, a 16³ grid
+        argv += ["--steps", "2", "--grid-size", "16"]
 
     def run() -> Dict[str, Any]:
         out = folder / f"run{next(counter)}"

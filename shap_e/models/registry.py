@@ -165,6 +165,12 @@ for _spec in (
     ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="501ada5abc2ca1fe0885e10898a357d27dd0fda7afa088b7ddc34c291483a68e",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
+    ModelSpec("text-small", "text_small_config.yaml", sha256="3c8de7773eab0d94f87bf704b0539039c25d9532af7c0a106f0e9442e3c6253f",
+              weights_file="text-small.safetensors", n_params=1_003_456, decoders=("transmitter-small",),
+              guidance_scale=3.0, diffusion="diffusion-small", description="small text prior (MiniLM sentence embedding) for procedural shapes (bundled)"),
+    ModelSpec("image-small", "image_small_config.yaml", sha256="6722d2901033dc560ded8f631232bad5bc0b59e742f48ba0ae98348f88d87aac",
+              weights_file="image-small.safetensors", n_params=1_485_888, decoders=("transmitter-small",),
+              guidance_scale=3.0, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):
     register_model(_spec)
 del _spec

@@ -27,14 +27,14 @@ def test_json_report_has_one_row_per_stage_with_timings(smoke_report):
     rows = {r["stage"]: r for r in doc["results"]}
     assert list(rows) == ["matmul_peak", "text300M_fwd_bf16", "sample_fast", "asset_to_batch",
                           "small_text_to_glb"]
-    for name in ("matmul_peak", "text300M_fwd_bf16", "sample_fast", "asset_to_batch"):
+    for name in ("matmul_peak", "text300M_fwd_bf16", "sample_fast", "asset_to_batch", "small_text_to_glb"):
         row = rows[name]
         assert row["status"] == "ok", row
         assert len(row["runs_s"]) == 2 and row["warmup"] == 1
         assert 0 < row["min_s"] <= row["median_s"]
         assert row["stage_peak_rss_mb"] > 50
     assert rows["asset_to_batch"]["metrics"] == {"points": 256, "views": "2x16²"}
-    assert rows["small_text_to_glb"]["status"] == "not available"
+    assert rows["small_text_to_glb"]["metrics"]["glb_bytes"] > 1000  # the bundled model wrote a GLB
     assert doc["system"]["torch"] == torch.__version__ and doc["mode"] == "tiny"
 
 
