@@ -10,6 +10,8 @@ from typing import Dict, Optional
 
 __all__ = ["FAST_STEPS", "PRESETS", "SamplingPreset", "get_preset", "resolve_preset"]
 
+# Calibrated on text-small (bench/README.md): 16 steps stay within a relative RMS of 0.040 of the
+# 64-step Heun latents (threshold 0.05); 12 steps reach 0.092.
 FAST_STEPS = 16
 
 
