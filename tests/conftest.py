@@ -1,4 +1,6 @@
-"""Shared test setup: one torch thread (2 shared cores are 10-30x slower with 2) and golden data."""
+"""Shared test setup: one torch thread (2 shared cores are 10-30x slower with 2), golden data, and
+the pieces of the tiny stand-in models that tests register through $SHAP_E_REGISTRY/$SHAP_E_CLIP."""
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,36 @@ def golden():
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def registry_entry():
+    """`write(folder, name, config, state, **fields)`: save a stand-in's weights and config in
+    `folder` and return its `$SHAP_E_REGISTRY` entry (ModelSpec fields, weights as a file URL)."""
+    import yaml
+    from safetensors.torch import save_file
+
+    def write(folder: Path, name: str, config: dict, state: dict, **fields) -> dict:
+        weights = folder / f"{name}.safetensors"
+        save_file({k: v.contiguous() for k, v in state.items()}, str(weights))
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(config))
+        return {"config_file": str(folder / f"{name}.yaml"), "url": weights.as_uri(),
+                "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "description": f"tiny {name}", **fields}
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def tiny_clip(tmp_path_factory) -> Path:
+    """A 1-layer random CLIP (real vocabulary size, 768-d projection) saved once for `$SHAP_E_CLIP`."""
+    from transformers import CLIPConfig, CLIPModel
+
+    folder = tmp_path_factory.mktemp("tiny_clip")
+    common = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
+    torch.manual_seed(0)
+    CLIPModel(CLIPConfig(
+        text_config=dict(vocab_size=49408, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407,
+                         pad_token_id=0, **common),
+        vision_config=dict(image_size=32, patch_size=8, **common), projection_dim=768,
+    )).save_pretrained(folder)
+    return folder

@@ -4,7 +4,6 @@ The stand-ins (a 1-layer prior, the golden transmitter, a 1-layer CLIP) are regi
 $SHAP_E_REGISTRY and $SHAP_E_CLIP, as the notebook tests do; their pictures are noise, but every
 file the real gallery has is made by the same script and CLI.
 """
-import hashlib
 import importlib.util
 import os
 import subprocess
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from safetensors.torch import save_file
 
 from shap_e.models.configs import model_from_config
 
@@ -38,19 +36,9 @@ def gallery_script():
     return module
 
 
-def _write_model(folder: Path, name: str, config: dict, state: dict, **fields) -> dict:
-    weights = folder / f"{name}.safetensors"
-    save_file({k: v.contiguous() for k, v in state.items()}, str(weights))
-    (folder / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    return {"config_file": str(folder / f"{name}.yaml"), "url": weights.as_uri(),
-            "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "description": f"tiny {name}", **fields}
-
-
 @pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory, golden) -> Path:
+def tiny_models(tmp_path_factory, golden, registry_entry, tiny_clip) -> Path:
     """A folder with `registry.yaml` (`text-small` -> `transmitter-small`) and `clip/`."""
-    from transformers import CLIPConfig, CLIPModel
-
     folder = tmp_path_factory.mktemp("gallery_models")
     torch.manual_seed(0)
     prior = {"name": "SplitVectorDiffusion", "d_latent": 64 * 24, "latent_ctx": 64,
@@ -61,16 +49,11 @@ def tiny_models(tmp_path_factory, golden) -> Path:
     torch.nn.init.normal_(model.wrapped.output_proj.weight, std=0.05)
     f = golden("f")
     registry = {
-        "text-small": _write_model(folder, "text-small", prior, model.state_dict(), decoders=["transmitter-small"]),
-        "transmitter-small": _write_model(folder, "transmitter-small", f["config"]["transmitter"], f["state_dict"]),
+        "text-small": registry_entry(folder, "text-small", prior, model.state_dict(), decoders=["transmitter-small"]),
+        "transmitter-small": registry_entry(folder, "transmitter-small", f["config"]["transmitter"], f["state_dict"]),
     }
     (folder / "registry.yaml").write_text(yaml.safe_dump(registry))
-    common = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
-    CLIPModel(CLIPConfig(
-        text_config=dict(vocab_size=49408, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407,
-                         pad_token_id=0, **common),
-        vision_config=dict(image_size=32, patch_size=8, **common), projection_dim=768,
-    )).save_pretrained(folder / "clip")
+    (folder / "clip").symlink_to(tiny_clip, target_is_directory=True)
     return folder
 
 

@@ -4,14 +4,12 @@ The stand-ins (random weights, registered through $SHAP_E_REGISTRY, CLIP through
 check that every cell of every notebook works with the public API; the pictures are noise. To keep
 the run short the test lowers batch size, steps and render sizes in the notebook text.
 """
-import hashlib
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from safetensors.torch import save_file
 
 from shap_e.models.configs import model_from_config
 
@@ -31,37 +29,22 @@ def prior_config(inner_name, **inner):
                       "use_pos_emb": True, **inner}}
 
 
-def write_model(folder: Path, name: str, config: dict, state: dict, **fields) -> dict:
-    weights = folder / f"{name}.safetensors"
-    save_file({k: v.contiguous() for k, v in state.items()}, str(weights))
-    (folder / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    return {"config_file": str(folder / f"{name}.yaml"), "url": weights.as_uri(),
-            "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "description": f"tiny {name}", **fields}
-
-
 @pytest.fixture(scope="module")
-def tiny_environment(tmp_path_factory, golden):
-    from transformers import CLIPConfig, CLIPModel
-
+def tiny_environment(tmp_path_factory, golden, registry_entry, tiny_clip):
     folder = tmp_path_factory.mktemp("tiny_models")
     torch.manual_seed(0)
     text = prior_config("CLIPImagePointDiffusionTransformer", token_cond=True)
     image = prior_config("CLIPImageGridPointDiffusionTransformer", grid_channels=32, grid_tokens=16)
     f = golden("f")
     registry = {
-        "text-small": write_model(folder, "text-small", text, model_from_config(text).state_dict(),
+        "text-small": registry_entry(folder, "text-small", text, model_from_config(text).state_dict(),
                                   decoders=["transmitter-small"]),
-        "image-small": write_model(folder, "image-small", image, model_from_config(image).state_dict(),
+        "image-small": registry_entry(folder, "image-small", image, model_from_config(image).state_dict(),
                                    decoders=["transmitter-small"]),
-        "transmitter-small": write_model(folder, "transmitter-small", f["config"]["transmitter"], f["state_dict"]),
+        "transmitter-small": registry_entry(folder, "transmitter-small", f["config"]["transmitter"], f["state_dict"]),
     }
     (folder / "registry.yaml").write_text(yaml.safe_dump(registry))
-    common = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
-    CLIPModel(CLIPConfig(
-        text_config=dict(vocab_size=49408, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407,
-                         pad_token_id=0, **common),
-        vision_config=dict(image_size=32, patch_size=8, **common), projection_dim=768,
-    )).save_pretrained(folder / "clip")
+    (folder / "clip").symlink_to(tiny_clip, target_is_directory=True)
     return folder
 
 
