@@ -69,20 +69,6 @@ class ArmingModel(torch.nn.Module):
         return self.model(x, t, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def d(golden):
-    return golden("d")
-
-
-@pytest.fixture(scope="module")
-def model(d):
-    from shap_e.models.configs import model_from_config
-
-    text_model = model_from_config(d["config"]["text_model"])
-    text_model.load_state_dict(d["state_dict"]["text_model"])
-    return text_model.eval()
-
-
 def _run_detected(monkeypatch, model, diffusion, emb, **kwargs):
     detector = SyncDetector(monkeypatch)
     wrapped = ArmingModel(model, detector)

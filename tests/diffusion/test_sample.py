@@ -10,20 +10,6 @@ from shap_e.diffusion.sample import sample_latents
 
 
 @pytest.fixture(scope="module")
-def d(golden):
-    return golden("d")
-
-
-@pytest.fixture(scope="module")
-def model(d):
-    from shap_e.models.configs import model_from_config
-
-    text_model = model_from_config(d["config"]["text_model"])
-    text_model.load_state_dict(d["state_dict"]["text_model"])
-    return text_model.eval()
-
-
-@pytest.fixture(scope="module")
 def diffusion(d):
     return diffusion_from_config(d["config"]["diffusion"])
 
