@@ -19,6 +19,7 @@ import torch
 from bench.measure import system_info
 from bench.report import add_efficiency, markdown, write_report
 from bench.stages import STAGE_BY_NAME, STAGES, Stage
+from shap_e.diffusion.presets import FAST_STEPS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
@@ -34,7 +35,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help=f"comma-separated subset of: {', '.join(s.name for s in STAGES)}")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per stage (default: the stage's)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up runs per stage (default: the stage's)")
-    p.add_argument("--fast-steps", type=int, default=16, help="steps of the DPM-Solver++(2M) preset")
+    p.add_argument("--fast-steps", type=int, default=FAST_STEPS, help="steps of the DPM-Solver++(2M) preset")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="toy-sized models: tests the harness, numbers mean nothing")
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per stage before it is killed")

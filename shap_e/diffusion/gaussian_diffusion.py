@@ -19,7 +19,7 @@ from shap_e.diffusion.schedules import get_named_beta_schedule, respace_betas, s
 
 __all__ = ["GaussianDiffusion", "MeanVariance", "SampleStep", "diffusion_from_config", "extract"]
 
-MEAN_TYPES = ("x_start", "epsilon")
+MEAN_TYPES = ("x_start", "epsilon", "v")
 CONFIG_KEYS = (
     "schedule", "timesteps", "schedule_args", "mean_type", "respacing",
     "channel_scales", "channel_biases",
@@ -69,7 +69,9 @@ class GaussianDiffusion:
     """Forward/reverse process arithmetic for a given beta schedule (variance type learned_range).
 
     :param betas: `[T]` noise schedule in (0, 1].
-    :param mean_type: what the model's first half predicts: `x_start` or `epsilon`.
+    :param mean_type: what the model's first half predicts: `x_start`, `epsilon` or `v`
+        (v = √ᾱ_t ε − √(1−ᾱ_t) x₀, Salimans & Ho 2022: its loss weighs high noise levels like an
+        x₀ loss and low ones like an ε loss, and x̂₀ = √ᾱ_t x_t − √(1−ᾱ_t) v̂ passes x_t through).
     :param channel_scales, channel_biases: optional per-channel affine map applied to training
         data (`x * s + b`) and undone on samples.
     :param timestep_map: for a respaced process, `[T]` original timesteps the model is shown.
@@ -97,7 +99,7 @@ class GaussianDiffusion:
         self.channel_scales = None if channel_scales is None else np.asarray(channel_scales)
         self.channel_biases = None if channel_biases is None else np.asarray(channel_biases)
         self.timestep_map = None if timestep_map is None else np.asarray(timestep_map, np.int64)
-        self._tables: Dict[Any, torch.Tensor] = {}
+        self._tables: Dict[Any, Any] = {}
         self._derive_arrays()
 
     def _derive_arrays(self) -> None:
@@ -211,10 +213,12 @@ class GaussianDiffusion:
         log_variance = frac * max_log + (1 - frac) * min_log
         if self.mean_type == "x_start":
             pred_xstart = mean_part
+        elif self.mean_type == "v":
+            pred_xstart = self.predict_xstart_from_v(x, t, mean_part)
         else:
             pred_xstart = self.predict_xstart_from_eps(x, t, mean_part)
         if clip_denoised:
-            pred_xstart = pred_xstart.clamp(-1, 1)
+            pred_xstart = self.clip_xstart(pred_xstart)
         mean, _, _ = self.q_posterior_mean_variance(pred_xstart, x, t)
         return MeanVariance(mean, torch.exp(log_variance), log_variance, pred_xstart)
 
@@ -223,6 +227,13 @@ class GaussianDiffusion:
         return (
             self._extract("sqrt_recip_alphas_cumprod", t, x_t.shape) * x_t
             - self._extract("sqrt_recipm1_alphas_cumprod", t, x_t.shape) * eps
+        )
+
+    def predict_xstart_from_v(self, x_t: torch.Tensor, t: torch.Tensor, v: torch.Tensor):
+        """x̂₀ = √ᾱ_t x_t − √(1−ᾱ_t) v̂; `[batch, d]`."""
+        return (
+            self._extract("sqrt_alphas_cumprod", t, x_t.shape) * x_t
+            - self._extract("sqrt_one_minus_alphas_cumprod", t, x_t.shape) * v
         )
 
     def predict_eps_from_xstart(self, x_t: torch.Tensor, t: torch.Tensor, pred_xstart: torch.Tensor):
@@ -330,11 +341,27 @@ class GaussianDiffusion:
         scales, biases = self._channel_affine(x)
         return (x - biases) / scales
 
+    def clip_xstart(self, x: torch.Tensor) -> torch.Tensor:
+        """Clamp an x̂₀ in diffusion space to the data range [-1, 1] (the latents' tanh range),
+        mapped through the channel scaling when there is one."""
+        if self.channel_scales is None:
+            return x.clamp(-1, 1)
+        scales, biases = self._channel_affine(x)
+        lo, hi = biases - scales.abs(), biases + scales.abs()
+        return torch.minimum(torch.maximum(x, lo), hi)
+
     def _channel_affine(self, x: torch.Tensor):
-        view = [1, -1] + [1] * (x.ndim - 2)
-        scales = torch.from_numpy(self.channel_scales).to(x).reshape(view)
-        biases = torch.from_numpy(self.channel_biases).to(x).reshape(view)
-        return scales, biases
+        """The per-channel scales and biases, as tensors on x's device and dtype (made once per pair)."""
+        key = ("affine", x.device, x.dtype)
+        if key not in self._tables:
+            view = [1, -1]
+            self._tables[key] = (
+                torch.from_numpy(self.channel_scales).to(x.dtype).to(x.device).reshape(view),
+                torch.from_numpy(self.channel_biases).to(x.dtype).to(x.device).reshape(view),
+            )
+        scales, biases = self._tables[key]
+        extra = [1] * (x.ndim - 2)
+        return scales.reshape(*scales.shape, *extra), biases.reshape(*biases.shape, *extra)
 
     # ----- training ----------------------------------------------------------------------------
     def training_losses(
@@ -347,7 +374,7 @@ class GaussianDiffusion:
     ) -> Dict[str, torch.Tensor]:
         """Hybrid loss L_simple + L_vb (improved DDPM); each entry `[batch]`.
 
-        `mse` regresses the mean part on its target (x₀ or ε); `vb` trains only the variance part:
+        `mse` regresses the mean part on its target (x₀, ε or v); `vb` trains only the variance part:
         the mean part is detached there so the bound does not pull on the mean prediction.
         """
         x_start = self.scale_channels(x_start)
@@ -358,7 +385,10 @@ class GaussianDiffusion:
         mean_part, var_values = torch.split(output, x_t.shape[1], dim=1)
         frozen = torch.cat([mean_part.detach(), var_values], dim=1)
         vb = self._vb_bits(frozen, x_start, x_t, t)
-        target = x_start if self.mean_type == "x_start" else noise
+        target = {"x_start": x_start, "epsilon": noise}.get(self.mean_type)
+        if target is None:  # v
+            target = (self._extract("sqrt_alphas_cumprod", t, x_t.shape) * noise
+                      - self._extract("sqrt_one_minus_alphas_cumprod", t, x_t.shape) * x_start)
         mse = mean_flat((target - mean_part) ** 2)
         return {"loss": mse + vb, "mse": mse, "vb": vb}
 

@@ -89,7 +89,7 @@ def sample_latents(
             x = randn(shape, generator, device=device) * sigma_max
         else:
             sigmas = sigmas[int((1 - strength) * karras_steps):]
-            init = init_latent.to(device=device, dtype=torch.float32).expand(*shape)
+            init = diffusion.scale_channels(init_latent.to(device=device, dtype=torch.float32)).expand(*shape)
             x = init + randn(shape, generator, device=device) * sigmas[0]
         denoiser = KarrasDenoiser(model_fn, diffusion, clip_denoised, model_kwargs)
         if guided:

@@ -119,16 +119,20 @@ def evaluate_reconstruction(
     seed: int = 0,
     device: Union[str, torch.device, None] = None,
     progress: bool = False,
+    classifier: Optional[ShapeClassifier] = None,
 ) -> Dict[str, Any]:
     """Encode each `ProceduralAsset`, decode the latent to a mesh (marching cubes on a `grid_size`^3
     grid) and compare it with the asset: IoU on a `resolution`^3 grid, Chamfer distance and colour
-    error from `n_samples` surface samples, and whether the dominant colour keeps its name."""
+    error from `n_samples` surface samples, whether the dominant colour keeps its name, and whether
+    `classifier` (default: `build_classifier()`) still names the category, which bounds the category
+    accuracy a prior decoding through this transmitter can score."""
     from shap_e.encoding import encode
     from shap_e.util.asset_loading import load_asset
     from shap_e.util.notebooks import decode_latent_mesh
 
     start, rows = time.perf_counter(), []
     device = torch.device(device) if device is not None else next(transmitter.parameters()).device
+    classifier = classifier or build_classifier()
     with tempfile.TemporaryDirectory(prefix="shap_e_eval_") as tmp:
         for i, asset in enumerate(_progress(assets, progress, "reconstruction")):
             path = os.path.join(tmp, f"{i:06d}.ply")
@@ -138,14 +142,17 @@ def evaluate_reconstruction(
             mesh = to_eval_mesh(decode_latent_mesh(transmitter, latent, grid_size=grid_size))
             ref = to_eval_mesh(load_asset(path))
             name, _ = dominant_color(mesh)
+            predicted = classifier.classify(mesh)[0] if not mesh.is_empty else None
             row = dict(index=i, category=asset.category, colour=asset.colours[0], proportion=asset.proportion,
                        iou=round(volumetric_iou(mesh, ref, resolution), 4), colour_correct=name == asset.colours[0],
+                       pred_category=predicted, category_correct=predicted == asset.category,
                        n_faces=int(mesh.faces.shape[0]))
             row.update({k: None if v is None else round(v, 5)
                         for k, v in chamfer_and_color(mesh, ref, n_samples, seed + i).items()})
             rows.append(row)
     settings = dict(n=len(rows), grid_size=grid_size, resolution=resolution, n_samples=n_samples, seed=seed)
-    return _result("reconstruction", rows, ("iou", "chamfer", "color_error", "colour_correct"), settings, start)
+    keys = ("iou", "chamfer", "color_error", "colour_correct", "category_correct")
+    return _result("reconstruction", rows, keys, settings, start)
 
 
 def _sample_meshes(

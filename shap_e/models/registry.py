@@ -161,14 +161,14 @@ del _spec
 # CPU and bundled in `shap_e/weights/` (model cards in `model_cards/`).
 for _spec in (
     ModelSpec("diffusion-small", "diffusion_small_config.yaml",
-              description="Gaussian diffusion of the small priors: cosine schedule, epsilon prediction (config only)"),
+              description="Gaussian diffusion of the small priors: cosine schedule, v prediction (config only)"),
     ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="501ada5abc2ca1fe0885e10898a357d27dd0fda7afa088b7ddc34c291483a68e",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
-    ModelSpec("text-small", "text_small_config.yaml", sha256="3c8de7773eab0d94f87bf704b0539039c25d9532af7c0a106f0e9442e3c6253f",
+    ModelSpec("text-small", "text_small_config.yaml", sha256="4b1ec6180a2c26bf0145f4c2d97423471131211906e34b1530cc453474ca18db",
               weights_file="text-small.safetensors", n_params=1_003_456, decoders=("transmitter-small",),
               guidance_scale=3.0, diffusion="diffusion-small", description="small text prior (MiniLM sentence embedding) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="6722d2901033dc560ded8f631232bad5bc0b59e742f48ba0ae98348f88d87aac",
+    ModelSpec("image-small", "image_small_config.yaml", sha256="073b8b1976fc1c79ac26323a44026a4b0431921eb9846521fe4f771a5c12abf5",
               weights_file="image-small.safetensors", n_params=1_485_888, decoders=("transmitter-small",),
               guidance_scale=3.0, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):

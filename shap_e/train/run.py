@@ -8,7 +8,10 @@ Diffusion config keys: `model` (a model config dict or YAML file, or a registry 
 `text300M` to build its architecture), `diffusion` (a diffusion config dict, YAML file or registry
 name), `data` (a latent dataset file, see
 `LatentDataset`), `batch_size`, `init` (optional: a registry name or a weights file to start from,
-e.g. `text300M` for fine-tuning) and `train` (the fields of `TrainConfig`).
+e.g. `text300M` for fine-tuning), `normalize_latents` (optional, default false: standardise every
+latent dimension with the data's mean and standard deviation, through the diffusion's
+`channel_scales`/`channel_biases`; the diffusion config used is written to `out_dir/diffusion.yaml`,
+and sampling needs that config) and `train` (the fields of `TrainConfig`).
 """
 import os
 from pathlib import Path
@@ -20,7 +23,7 @@ import yaml
 from shap_e.models.configs import check_keys
 from shap_e.train.loop import TrainConfig, Trainer
 
-DIFFUSION_KEYS = {"model", "diffusion", "data", "batch_size", "init", "train"}
+DIFFUSION_KEYS = {"model", "diffusion", "data", "batch_size", "init", "normalize_latents", "train"}
 TRANSMITTER_KEYS = {
     "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
     "point_candidates", "init", "train",
@@ -96,17 +99,45 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
     expected = "text" if stage == "text" else "image_grid"
     if model.conditioning != expected:
         raise ValueError(f"the model is conditioned on {model.conditioning!r}, but stage {stage!r} needs {expected!r}")
-    diffusion = diffusion_from_config(read_config(config["diffusion"]))
     dataset = LatentDataset.load(config["data"])
+    diffusion_config = dict(read_config(config["diffusion"]))
+    if config.get("normalize_latents", False):
+        diffusion_config.update(latent_standardization(dataset.latents))
+    diffusion = diffusion_from_config(diffusion_config)
     p_drop = take_over_cond_dropout(model)
     batch_fn = diffusion_batch_fn(
         dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop
     )
     trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
+    if trainer.rank == 0:
+        write_yaml(diffusion_config, trainer.out_dir / "diffusion.yaml")
     if resume:
         trainer.resume()
     trainer.fit()
     return export_weights(trainer)
+
+
+def latent_standardization(latents: torch.Tensor, min_std: float = 1e-3) -> Dict[str, list]:
+    """`channel_scales`/`channel_biases` (`[d_latent]` lists) that map `latents` `[n, d_latent]` to
+    zero mean and unit variance per dimension: `x * (1 / std) - mean / std`, std floored at `min_std`.
+
+    The population statistics are used, so repeating every latent the same number of times (one
+    row per condition) gives the same values as the distinct latents."""
+    latents = latents.double()
+    mean = latents.mean(0)
+    std = latents.std(0, unbiased=False).clamp(min=min_std)
+    def short(values: torch.Tensor) -> list:  # 7 significant digits: float32 precision, compact YAML
+        return [float(f"{v:.7g}") for v in values.tolist()]
+
+    return {"channel_scales": short(1 / std), "channel_biases": short(-mean / std)}
+
+
+def write_yaml(config: Dict[str, Any], path: Path) -> None:
+    """Write a config as YAML, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=120))
+    os.replace(tmp, path)
 
 
 def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:

@@ -9,6 +9,7 @@ from bench import run as bench_run
 from bench.flops import text_model_flops
 from bench.measure import measure
 from bench.stages import TINY_TEXT
+from shap_e.diffusion.presets import FAST_STEPS
 
 # One subprocess per stage (~2 s each for the torch import): keep the list short.
 SMOKE_STAGES = "text300M_fwd_bf16,sample_fast,asset_to_batch,small_text_to_glb"
@@ -63,9 +64,9 @@ def test_bf16_forward_stays_close_to_fp32(smoke_report):
 def test_sampler_row_counts_one_batched_guided_evaluation_per_step(smoke_report):
     doc, _ = smoke_report
     row = {r["stage"]: r for r in doc["results"]}["sample_fast"]
-    assert row["info"]["steps"] == 16 and row["info"]["sampler"] == "dpmpp_2m"
-    assert row["metrics"]["model_evals"] == 16 and row["metrics"]["rows_per_eval"] == [2]
-    assert row["s_per_eval"] == pytest.approx(row["median_s"] / 16)
+    assert row["info"]["steps"] == FAST_STEPS and row["info"]["sampler"] == "dpmpp_2m"
+    assert row["metrics"]["model_evals"] == FAST_STEPS and row["metrics"]["rows_per_eval"] == [2]
+    assert row["s_per_eval"] == pytest.approx(row["median_s"] / FAST_STEPS)
 
 
 def test_markdown_table_has_a_row_per_result_and_consistent_columns(smoke_report):

@@ -108,7 +108,7 @@ def test_config_rejects_unknown_keys_listing_valid_ones():
     with pytest.raises(ValueError, match="valid keys.*schedule"):
         diffusion_from_config({"schedule": "exp", "timesteps": 8, "steps": 3})
     with pytest.raises(ValueError, match="mean_type"):
-        diffusion_from_config({"schedule": "exp", "timesteps": 8, "mean_type": "v"})
+        diffusion_from_config({"schedule": "exp", "timesteps": 8, "mean_type": "score"})
 
 
 def test_respacing_keeps_cumulative_alphas_and_maps_timesteps():
@@ -179,3 +179,32 @@ def test_p_sample_loop_consumes_one_noise_per_step_from_its_generator():
     for _ in range(1 + 4):  # x_T, then one draw per timestep (also at t = 0)
         torch.randn(1, 2, generator=replay)
     assert torch.equal(torch.randn(3, generator=generator), torch.randn(3, generator=replay))
+
+
+def test_clip_xstart_clamps_to_the_data_range_through_the_channel_scaling():
+    plain = diffusion_from_config({"schedule": "cosine", "timesteps": 8})
+    x = torch.tensor([[-3.0, 0.5, 2.0]])
+    assert torch.equal(plain.clip_xstart(x), x.clamp(-1, 1))
+    scaled = diffusion_from_config({"schedule": "cosine", "timesteps": 8, "channel_scales": [2.0, 10.0, 0.5],
+                                    "channel_biases": [1.0, -1.0, 0.0]})
+    data = torch.tensor([[-1.5, 0.25, 4.0]])  # in data space: below, inside and above [-1, 1]
+    clipped = scaled.unscale_channels(scaled.clip_xstart(scaled.scale_channels(data)))
+    torch.testing.assert_close(clipped, torch.tensor([[-1.0, 0.25, 1.0]]))
+
+
+def test_v_prediction_target_and_x0_reconstruction_agree():
+    diffusion = diffusion_from_config({"schedule": "cosine", "timesteps": 64, "mean_type": "v"})
+    g = torch.Generator().manual_seed(0)
+    x0, noise = torch.rand(3, 6, generator=g) * 2 - 1, torch.randn(3, 6, generator=g)
+    t = torch.tensor([0, 30, 63])
+    ab = torch.from_numpy(diffusion.alphas_cumprod).float()[t, None]
+    v = ab.sqrt() * noise - (1 - ab).sqrt() * x0
+
+    def oracle(x_t, timesteps):
+        return torch.cat([v, torch.zeros_like(v)], dim=1)
+
+    losses = diffusion.training_losses(oracle, x0, t, noise=noise)
+    assert losses["mse"].abs().max() < 1e-10
+    x_t = diffusion.q_sample(x0, t, noise)
+    out = diffusion.p_mean_variance(oracle, x_t, t, clip_denoised=False)
+    torch.testing.assert_close(out.pred_xstart, x0, atol=1e-5, rtol=0)

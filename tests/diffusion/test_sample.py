@@ -146,3 +146,15 @@ def test_guidance_with_an_unconditional_model_is_rejected(diffusion):
     with pytest.raises(ValueError, match="conditional model"):
         sample_latents(1, Unconditional(), diffusion, dict(embeddings=torch.ones(1, 3)), 3.0, True,
                        False, True, 4, 1e-3, 160, 0.0)
+
+
+def test_sdedit_init_latent_is_given_in_data_space_when_the_diffusion_scales_channels(d):
+    scaled = diffusion_from_config({**d["config"]["diffusion"], "channel_scales": [2.0] * 4,
+                                    "channel_biases": [0.5] * 4})
+    model = CountingModel()
+    init = torch.full((1, 4), 0.25)
+    sample_latents(1, model, scaled, dict(embeddings=torch.ones(1, 3)), 1.0, True, False, True, 8, 1e-3, 160,
+                   0.0, generator=torch.Generator().manual_seed(3), init_latent=init, strength=0.5)
+    sigma = karras_sigmas(8, 1e-3, 160)[4]
+    noise = torch.randn(1, 4, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(model.inputs[0], (init * 2.0 + 0.5 + noise * sigma) / (sigma**2 + 1) ** 0.5)

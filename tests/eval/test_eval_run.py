@@ -55,15 +55,18 @@ def small_classifier():
 SAMPLING = dict(steps=2, batch_size=2, grid_size=16)
 
 
-def test_reconstruction_runs_end_to_end_and_is_reproducible(transmitter):
+def test_reconstruction_runs_end_to_end_and_is_reproducible(transmitter, small_classifier):
     assets = list(iter_dataset("heldout_pairs", 2, seed=0))
-    result = evaluate_reconstruction(transmitter, assets, grid_size=16, resolution=16, n_samples=500)
-    again = evaluate_reconstruction(transmitter, assets, grid_size=16, resolution=16, n_samples=500)
+    options = dict(grid_size=16, resolution=16, n_samples=500, classifier=small_classifier)
+    result = evaluate_reconstruction(transmitter, assets, **options)
+    again = evaluate_reconstruction(transmitter, assets, **options)
     assert result["task"] == "reconstruction" and len(result["rows"]) == 2
     assert result["rows"] == again["rows"]
     for row, asset in zip(result["rows"], assets):
         assert row["category"] == asset.category and 0.0 <= row["iou"] <= 1.0
         assert row["n_faces"] == 0 or (row["chamfer"] > 0 and 0.0 <= row["color_error"] <= 1.0)
+        assert row["category_correct"] == (row["pred_category"] == asset.category)
+        assert row["n_faces"] == 0 or row["pred_category"] in small_classifier.labels
     summary = result["summary"]
     assert summary["n"] == 2 and 0.0 <= summary["iou"] <= 1.0 and summary["iou"] < 0.85  # random weights
 

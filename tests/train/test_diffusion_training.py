@@ -136,3 +136,14 @@ def test_train_diffusion_trains_an_image_prior_with_its_encoder_end_to_end(tmp_p
     model_from_config(TINY_IMAGE).load_state_dict(state, strict=True)
     for key in ("image_encoder.stem.0.weight", "image_encoder.pos_emb", "wrapped.clip_embed.1.weight"):
         assert not torch.equal(state[key], initial[key]), key
+
+
+def test_latent_standardization_ignores_repetition_and_floors_constant_dimensions():
+    from shap_e.train.run import latent_standardization
+
+    latents = torch.cat([torch.randn(10, 3, generator=torch.Generator().manual_seed(0)), torch.ones(10, 1)], 1)
+    once = latent_standardization(latents)
+    repeated = latent_standardization(latents.repeat_interleave(8, dim=0))
+    assert once == repeated
+    assert once["channel_scales"][3] == pytest.approx(1e3)  # std 0 floored at min_std
+    assert once["channel_biases"][3] == pytest.approx(-1e3)

@@ -83,3 +83,21 @@ def test_train_transmitter_command_on_a_folder_of_meshes(tmp_path, golden):
     assert main(["train", "transmitter", "--config", str(tmp_path / "t.yaml")]) == 0
     state = load_file(str(tmp_path / "run" / "model.safetensors"))
     model_from_config(golden("e")["config"]).load_state_dict(state, strict=True)
+
+
+def test_normalize_latents_writes_the_standardising_diffusion_config(tmp_path):
+    from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
+
+    assert main(["train", "text", "--config", str(write_config(tmp_path, normalize_latents=True))]) == 0
+    written = yaml.safe_load((tmp_path / "run" / "diffusion.yaml").read_text())
+    assert written["schedule"] == "exp" and len(written["channel_scales"]) == 32
+    latents = LatentDataset.load(tmp_path / "latents.safetensors").latents
+    standardised = diffusion_from_config(written).scale_channels(latents)
+    torch.testing.assert_close(standardised.mean(0), torch.zeros(32), atol=1e-5, rtol=0)
+    torch.testing.assert_close(standardised.std(0, unbiased=False), torch.ones(32), atol=1e-4, rtol=0)
+
+
+def test_without_normalize_latents_the_diffusion_config_is_written_unchanged(tmp_path):
+    assert main(["train", "text", "--config", str(write_config(tmp_path))]) == 0
+    written = yaml.safe_load((tmp_path / "run" / "diffusion.yaml").read_text())
+    assert written == {"schedule": "exp", "timesteps": 32, "mean_type": "x_start"}
