@@ -354,14 +354,12 @@ class GaussianDiffusion:
         """The per-channel scales and biases, as tensors on x's device and dtype (made once per pair)."""
         key = ("affine", x.device, x.dtype)
         if key not in self._tables:
-            view = [1, -1]
-            self._tables[key] = (
-                torch.from_numpy(self.channel_scales).to(x.dtype).to(x.device).reshape(view),
-                torch.from_numpy(self.channel_biases).to(x.dtype).to(x.device).reshape(view),
+            self._tables[key] = tuple(
+                torch.from_numpy(a).to(x.dtype).to(x.device) for a in (self.channel_scales, self.channel_biases)
             )
+        view = [1, -1] + [1] * (x.ndim - 2)
         scales, biases = self._tables[key]
-        extra = [1] * (x.ndim - 2)
-        return scales.reshape(*scales.shape, *extra), biases.reshape(*biases.shape, *extra)
+        return scales.reshape(view), biases.reshape(view)
 
     # ----- training ----------------------------------------------------------------------------
     def training_losses(
@@ -385,10 +383,13 @@ class GaussianDiffusion:
         mean_part, var_values = torch.split(output, x_t.shape[1], dim=1)
         frozen = torch.cat([mean_part.detach(), var_values], dim=1)
         vb = self._vb_bits(frozen, x_start, x_t, t)
-        target = {"x_start": x_start, "epsilon": noise}.get(self.mean_type)
-        if target is None:  # v
+        if self.mean_type == "x_start":
+            target = x_start
+        elif self.mean_type == "v":
             target = (self._extract("sqrt_alphas_cumprod", t, x_t.shape) * noise
                       - self._extract("sqrt_one_minus_alphas_cumprod", t, x_t.shape) * x_start)
+        else:
+            target = noise
         mse = mean_flat((target - mean_part) ** 2)
         return {"loss": mse + vb, "mse": mse, "vb": vb}
 
