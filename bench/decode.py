@@ -8,8 +8,9 @@ Usage: `python -m bench.decode [--latent noise|structured] [--threads 1] [--repe
   that the SDF head approximates a sphere of radius 0.5: a smooth shape like a trained model's.
   It is cached in `bench/results/structured_sphere_seed<seed>.pt`.
 Stages: `decode_latent_mesh` at grid 128 (fast, exact, fast+bf16) and 256 (fast); NeRF 4 pan views
-at 64x64 (default, with the reference's queries, and bf16); STF 20 pan views at 128x128 (grid 128);
-`agree128`: fast vs exact vs bf16 meshes at grid 128 compared (one run each, not timed).
+at 64x64 (default "auto" precision, float32, the reference's queries, and bf16); STF 20 pan views at
+128x128 (grid 128); `agree128`: fast vs exact vs bf16 meshes at grid 128 compared, and
+`agree_nerf`: bf16 vs float32 NeRF images compared (one run each, not timed).
 Each timed stage reports the median (and min) wall time of `repeats` runs after `warmup` untimed
 runs, and the peak RSS of the timed runs (`VmHWM`, reset after building, so the model is
 included). Results are printed and merged into `bench/results/decode.json` (one row per stage
@@ -23,12 +24,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+import numpy as np
 import torch
 import yaml
 
 from bench.measure import measure, proc_status_mb, reset_peak_rss
 from shap_e.models.configs import model_from_config
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
+from shap_e.util.precision import resolve_query_dtype
 
 CONFIG = Path(__file__).resolve().parents[1] / "shap_e" / "configs" / "vector_decoder_config.yaml"
 RESULTS = Path(__file__).resolve().parent / "results" / "decode.json"
@@ -41,11 +44,13 @@ MESH_STAGES = {
     "mesh128_bf16": (128, "fast", torch.bfloat16), "mesh256": (256, "fast", None),
 }
 # name -> (mode, image size, number of pan views, reference_queries, query dtype)
+# "auto" is `decode_latent_images`' default (bf16 where native, see shap_e.util.precision).
 VIEW_STAGES = {
-    "nerf4x64": ("nerf", 64, 4, False, None), "nerf4x64_reference": ("nerf", 64, 4, True, None),
-    "nerf4x64_bf16": ("nerf", 64, 4, False, torch.bfloat16), "stf20x128": ("stf", 128, 20, False, None),
+    "nerf4x64": ("nerf", 64, 4, False, "auto"), "nerf4x64_fp32": ("nerf", 64, 4, False, None),
+    "nerf4x64_reference": ("nerf", 64, 4, True, None), "nerf4x64_bf16": ("nerf", 64, 4, False, torch.bfloat16),
+    "stf20x128": ("stf", 128, 20, False, None),
 }
-STAGES = (*MESH_STAGES, *VIEW_STAGES, "agree128")
+STAGES = (*MESH_STAGES, *VIEW_STAGES, "agree128", "agree_nerf")
 
 
 def build_decoder(grid_size: int, seed: int, device: torch.device):
@@ -129,6 +134,7 @@ def stage_fn(name: str, kind: str, seed: int, device: torch.device) -> Callable[
     mode, size, n_views, reference, dtype = VIEW_STAGES[name]
     xm, latent = load_latent(kind, 128, seed, device)
     cameras = pan_views(size, n_views, device)
+    dtype = resolve_query_dtype(dtype, device, xm.renderer.nerstf.d_hidden)
 
     @torch.no_grad()
     def run_views() -> Dict[str, Any]:
@@ -138,9 +144,28 @@ def stage_fn(name: str, kind: str, seed: int, device: torch.device) -> Callable[
             cameras, params, rendering_mode=mode, generator=generator, reference_queries=reference,
             query_dtype=dtype,
         )
-        return {"views": n_views, "size": size, "mean_pixel": round(float(out.channels.mean()), 3)}
+        return {"views": n_views, "size": size, "dtype": str(dtype or torch.float32).replace("torch.", ""),
+                "mean_pixel": round(float(out.channels.mean()), 3)}
 
     return run_views
+
+
+def agree_nerf(kind: str, seed: int, device: torch.device) -> Dict[str, Any]:
+    """NeRF 4 pan views at 64^2 in bf16 against float32 (same generator seed), as the uint8 images
+    `decode_latent_images` returns: mean and max absolute difference in levels (0..255)."""
+    from shap_e.util.notebooks import decode_latent_images
+
+    xm, latent = load_latent(kind, 128, seed, device)
+    cameras = pan_views(64, 4, device)
+    images = {
+        name: torch.stack([torch.from_numpy(np.array(im)) for im in decode_latent_images(
+            xm, latent, cameras, "nerf", generator=torch.Generator(device=device).manual_seed(seed), query_dtype=dtype,
+        )]).float()
+        for name, dtype in (("fp32", None), ("bf16", torch.bfloat16))
+    }
+    diff = (images["bf16"] - images["fp32"]).abs()
+    return {"stage": "agree_nerf", "mean_abs_levels": round(float(diff.mean()), 4),
+            "max_abs_levels": int(diff.max()), "share_over_4_levels": round(float((diff > 4).float().mean()), 5)}
 
 
 def agree(kind: str, seed: int, device: torch.device, grid: int = 128) -> Dict[str, Any]:
@@ -181,6 +206,8 @@ def run_stage(name: str, kind: str, repeats: int, warmup: int, seed: int, device
     """Build, warm up and time one stage; peak RSS covers the timed runs only."""
     if name == "agree128":
         return agree(kind, seed, device)
+    if name == "agree_nerf":
+        return agree_nerf(kind, seed, device)
     fn = stage_fn(name, kind, seed, device)
     if warmup:
         measure(fn, repeats=1, warmup=warmup - 1, device=device)

@@ -62,11 +62,10 @@ def read_yaml(name: str) -> Dict[str, Any]:
 
 
 def bf16_dtype_for(device: torch.device) -> torch.dtype:
-    """bfloat16 where the hardware has it (CUDA, or a CPU with avx512_bf16/AMX), else float32."""
-    if device.type == "cuda":
-        return torch.bfloat16
-    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return torch.bfloat16 if check is not None and check() else torch.float32
+    """bfloat16 where the hardware has it natively (`shap_e.util.precision.native_bf16`), else float32."""
+    from shap_e.util.precision import native_bf16
+
+    return torch.bfloat16 if native_bf16(device) else torch.float32
 
 
 def randomize_zero_init(model: torch.nn.Module, seed: int, std: float = 0.02) -> None:

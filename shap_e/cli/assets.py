@@ -3,7 +3,7 @@ from pathlib import Path
 
 import torch
 
-from shap_e.cli.common import atomic_directory, pick_device, say
+from shap_e.cli.common import add_vertex_placement_option, atomic_directory, pick_device, say
 
 
 def add_commands(commands) -> None:
@@ -11,6 +11,8 @@ def add_commands(commands) -> None:
     encode.add_argument("asset", help="OBJ, PLY, STL, OFF, GLB or glTF file")
     encode.add_argument("-o", "--output", required=True, help="latent file to write (.pt)")
     encode.add_argument("--seed", type=int, default=0)
+    encode.add_argument("--refine-steps", type=int, default=0,
+                        help="refine the latent against the asset for this many steps after the encoder (e.g. 400)")
     add_model_options(encode, "registry name of the transmitter")
     encode.set_defaults(run=run_encode)
 
@@ -19,6 +21,7 @@ def add_commands(commands) -> None:
     decode.add_argument("-o", "--output", required=True, help="output folder")
     decode.add_argument("--format", default="glb,ply", help="comma-separated: glb, ply, obj")
     decode.add_argument("--grid-size", type=int, default=128)
+    add_vertex_placement_option(decode)
     add_model_options(decode, "registry name of the decoder/transmitter")
     decode.set_defaults(run=run_decode)
 
@@ -57,10 +60,13 @@ def run_encode(args) -> None:
 
     if not Path(args.asset).is_file():
         raise CliError(f"asset {args.asset!r} does not exist")
+    if args.refine_steps < 0:
+        raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
     out = Path(args.output)
     device = pick_device(args.device)
     transmitter = load_model(args.model, device=device, cache_dir=args.cache_dir)
-    latent = encode(args.asset, transmitter, device=device, generator=torch.Generator().manual_seed(args.seed))
+    latent = encode(args.asset, transmitter, device=device, generator=torch.Generator().manual_seed(args.seed),
+                    seed=args.seed, refine_steps=args.refine_steps)
     tmp = out.with_name(f".{out.name}.tmp")
     try:
         torch.save(latent.cpu(), tmp)
@@ -81,7 +87,7 @@ def run_decode(args) -> None:
     latent = load_latent(args.latent)
     device = pick_device(args.device)
     xm = load_model(args.model, device=device, cache_dir=args.cache_dir)
-    mesh = decode_latent_mesh(xm, latent.to(device), grid_size=args.grid_size)
+    mesh = decode_latent_mesh(xm, latent.to(device), grid_size=args.grid_size, vertex_placement=args.vertex_placement)
     with atomic_directory(Path(args.output)) as tmp:
         for fmt in formats:
             save_mesh(mesh, tmp / f"mesh.{fmt}")

@@ -75,3 +75,10 @@ def atomic_directory(final: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def add_vertex_placement_option(parser) -> None:
+    parser.add_argument(
+        "--vertex-placement", choices=("reference", "sampled"), default="reference",
+        help="mesh vertices as the release places them (shrunk by (G-1)/(G+1)) or on the true surface",
+    )

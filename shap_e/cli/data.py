@@ -27,6 +27,9 @@ def add_commands(commands) -> None:
     latents.add_argument("--per-asset", type=int, default=4, help="captions or renders per asset")
     latents.add_argument("--image-size", type=int, default=64, help="render size for --stage image")
     latents.add_argument("--seed", type=int, default=0)
+    latents.add_argument("--refine-steps", type=int, default=0,
+                         help="refine each latent against its asset for this many steps (0: off; recipe: 400)")
+    latents.add_argument("--cache-dir", help="supervision cache of transmitter training (reused by --refine-steps)")
     latents.set_defaults(run=run_latents)
 
 
@@ -43,12 +46,16 @@ def run_dataset(args) -> None:
 
 
 def run_latents(args) -> None:
+    from shap_e.cli import CliError
     from shap_e.train.latents import build_latent_dataset
     from shap_e.train.run import build_model, training_device
 
+    if args.refine_steps < 0:
+        raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
     model = build_model(args.transmitter, args.weights, training_device())
     dataset = build_latent_dataset(
-        model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size
+        model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size,
+        refine_steps=args.refine_steps, cache_dir=args.cache_dir,
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,10 @@ def add_commands(commands) -> None:
         sub.add_argument("--batch", type=int, default=8, help="samples per sampler batch")
         sub.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
         sub.add_argument("--cache-dir", help="model cache")
+        sub.add_argument("--vertex-placement", choices=("reference", "sampled"), default="reference",
+                         help="mesh vertices as the release places them (shrunk by (G-1)/(G+1)) or where sampled")
+        sub.add_argument("--refine-steps", type=int, default=0,
+                         help="reconstruction: latent refinement steps against the asset after the encoder")
         sub.set_defaults(run=run_eval)
 
 
@@ -46,6 +50,8 @@ def _validate(args) -> None:
         raise CliError("--grid-size and --resolution must be at least 8")
     if args.steps < 2 or args.batch < 1:
         raise CliError("--steps must be at least 2 and --batch at least 1")
+    if args.refine_steps < 0:
+        raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
     if args.output and not args.output.lower().endswith(".json"):
         raise CliError(f"--output must end in .json, got {args.output!r}")
 
@@ -82,12 +88,14 @@ def _evaluate_model(args, model_name: str):
     if args.task == "reconstruction":
         assets = list(iter_dataset(args.split, args.n, args.seed))
         return run.evaluate_reconstruction(model, assets, grid_size=args.grid_size, resolution=args.resolution,
-                                           seed=args.seed, device=device, progress=True)
+                                           seed=args.seed, device=device, progress=True,
+                                           refine_steps=args.refine_steps, vertex_placement=args.vertex_placement)
     spec = get_spec(model_name)
     decoder = args.decoder or (spec.decoders[0] if spec.decoders else "transmitter")
     xm = load_model(decoder, device=device, cache_dir=args.cache_dir).eval()
     options = dict(steps=args.steps, batch_size=args.batch, grid_size=args.grid_size, seed=args.seed,
-                   device=device, progress=True, diffusion=diffusion_from_config(load_config(spec.diffusion)))
+                   device=device, progress=True, diffusion=diffusion_from_config(load_config(spec.diffusion)),
+                   vertex_placement=args.vertex_placement)
     guidance = args.guidance if args.guidance is not None else spec.guidance_scale
     if guidance is not None:
         options["guidance_scale"] = guidance

@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 import torch
 
 from shap_e import __version__
-from shap_e.cli.common import DTYPES, atomic_directory, choose_model, pick_device, say
+from shap_e.cli.common import DTYPES, add_vertex_placement_option, atomic_directory, choose_model, pick_device, say
 from shap_e.diffusion.presets import PRESETS
 
 FORMATS = ("glb", "ply", "obj")
@@ -47,6 +47,7 @@ def add_sampling_options(parser, kind: str) -> None:
     parser.add_argument("--format", default="glb,ply", help=f"comma-separated mesh formats from {FORMATS}")
     parser.add_argument("--texture", action="store_true", help="also write a UV-textured GLB (needs xatlas)")
     parser.add_argument("--grid-size", type=int, default=128, help="marching-cubes grid (>= 8)")
+    add_vertex_placement_option(parser)
     parser.add_argument("--gif", action="store_true", help="write a turntable GIF")
     parser.add_argument("--mp4", action="store_true", help="write a turntable MP4 (needs imageio-ffmpeg)")
     parser.add_argument("--render-mode", choices=("nerf", "stf"), default="stf", help="turntable renderer")
@@ -190,7 +191,7 @@ def write_sample(xm, latent: torch.Tensor, folder: Path, formats, meta: Dict[str
     with atomic_directory(folder) as tmp:
         torch.save(latent.detach().cpu(), tmp / "latent.pt")
         t0 = time.perf_counter()
-        mesh = decode_latent_mesh(xm, latent, grid_size=args.grid_size)
+        mesh = decode_latent_mesh(xm, latent, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
         meta["seconds"]["mesh"] = round(time.perf_counter() - t0, 3)
         for fmt in formats:
             save_mesh(mesh, tmp / f"mesh.{fmt}")

@@ -165,10 +165,10 @@ for _spec in (
     ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="501ada5abc2ca1fe0885e10898a357d27dd0fda7afa088b7ddc34c291483a68e",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
-    ModelSpec("text-small", "text_small_config.yaml", sha256="4b1ec6180a2c26bf0145f4c2d97423471131211906e34b1530cc453474ca18db",
+    ModelSpec("text-small", "text_small_config.yaml", sha256="d0354e7574edc8065b5a6c9ac8e2fee1eead5326adc42dc9fd2db737388968bc",
               weights_file="text-small.safetensors", n_params=1_003_456, decoders=("transmitter-small",),
               guidance_scale=3.0, diffusion="diffusion-small", description="small text prior (MiniLM sentence embedding) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="073b8b1976fc1c79ac26323a44026a4b0431921eb9846521fe4f771a5c12abf5",
+    ModelSpec("image-small", "image_small_config.yaml", sha256="eada1ec7cf45b680373de799f4d6c185b467d798dd00ac9d013b6555cedf3275",
               weights_file="image-small.safetensors", n_params=1_485_888, decoders=("transmitter-small",),
               guidance_scale=3.0, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):

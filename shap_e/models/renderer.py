@@ -17,6 +17,7 @@ from shap_e.rendering.nerf import FieldFn, render_rays
 from shap_e.rendering.stf import (
     SDFGrid,
     check_rasterizer,
+    check_vertex_placement,
     color_meshes,
     meshes_from_fields,
     query_sdf_band,
@@ -154,6 +155,7 @@ class NeRSTFRenderer(nn.Module):
         query_batch_size: int = 4096,
         mesh_mode: str = "fast",
         query_dtype: Optional[torch.dtype] = None,
+        vertex_placement: str = "reference",
     ) -> List[TorchMesh]:
         """One mesh per batch element of `params`, with linear `R, G, B` vertex colours (SPEC §5.6).
 
@@ -163,12 +165,18 @@ class NeRSTFRenderer(nn.Module):
         query_dtype: None (float32, default) or `torch.bfloat16` to autocast the MLP queries:
             ~1.8x faster on CPUs with AVX512-BF16; vertices move by up to ~1e-3 of the box
             and faces can differ where the surface grazes a sample (bench/decode.py measures it).
+        vertex_placement: "reference" (default) places vertices as the release does, on the padded
+            grid stretched over the box (the mesh shrinks by (G - 1) / (G + 1)); "sampled" places
+            them where the field was sampled, the true zero level set
+            (`shap_e.rendering.stf.meshes_from_fields`).
         """
         grid_size = self.grid_size if grid_size is None else grid_size
         _check_grid_size(grid_size)
         _check_mesh_mode(mesh_mode)
+        check_vertex_placement(vertex_placement)
         batch = next(iter(params.values())).shape[0] if params else 1
-        return self._extract(self._mlp_params(params, batch), grid_size, query_batch_size, mesh_mode, query_dtype)[1]
+        mlp_params = self._mlp_params(params, batch)
+        return self._extract(mlp_params, grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement)[1]
 
     def field(
         self,
@@ -206,16 +214,16 @@ class NeRSTFRenderer(nn.Module):
 
         return field
 
-    def _extract(self, mlp_params, grid_size: int, chunk: int, mesh_mode: str, dtype=None):
+    def _extract(self, mlp_params, grid_size: int, chunk: int, mesh_mode: str, dtype=None, placement="reference"):
         field = self._field(mlp_params, chunk, dtype)
         weight = next(iter(mlp_params.values()))
         box, args = self.box.to(weight.device), (field, weight.shape[0], grid_size, self.box, chunk, weight.device)
         grid: SDFGrid = query_sdf_band(*args) if mesh_mode == "fast" else query_sdf_grid(*args)
-        meshes, mesh_mask = meshes_from_fields(grid.fields, box)
+        meshes, mesh_mask = meshes_from_fields(grid.fields, box, placement)
         if mesh_mode == "fast" and not bool(mesh_mask.all()):
             # The placeholder mesh sits at the mean of the whole field, which the band does not know.
             grid = query_sdf_grid(*args)
-            meshes, mesh_mask = meshes_from_fields(grid.fields, box)
+            meshes, mesh_mask = meshes_from_fields(grid.fields, box, placement)
         return grid, color_meshes(field, meshes, chunk), mesh_mask
 
     def _render_nerf(self, cameras, field, with_direction, ray_batch_size, generator, reference) -> RenderOutput:

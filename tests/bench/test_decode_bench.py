@@ -24,4 +24,4 @@ def test_results_keep_one_row_per_stage_and_latent(tmp_path, monkeypatch):
 
 
 def test_every_stage_has_a_runner():
-    assert set(decode.STAGES) == set(decode.MESH_STAGES) | set(decode.VIEW_STAGES) | {"agree128"}
+    assert set(decode.STAGES) == set(decode.MESH_STAGES) | set(decode.VIEW_STAGES) | {"agree128", "agree_nerf"}

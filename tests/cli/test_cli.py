@@ -88,6 +88,28 @@ def test_decode_command_writes_a_mesh_from_a_latent(tiny_models, golden):
             "--grid-size", "16", "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
     assert main(argv) == 0
     assert (out / "mesh.ply").read_bytes().startswith(b"ply\n")
+    sampled = tiny_models / "sampled"
+    assert main(argv[:3] + [str(sampled)] + argv[4:] + ["--vertex-placement", "sampled"]) == 0
+    import trimesh
+
+    ref, true = (trimesh.load(d / "mesh.ply") for d in (out, sampled))
+    # Same faces; the release placement shrinks the mesh by (G - 1) / (G + 1) = 15 / 17 about the centre.
+    assert len(ref.faces) == len(true.faces)
+    torch.testing.assert_close(torch.tensor(ref.vertices), torch.tensor(true.vertices) * 15 / 17, atol=1e-5, rtol=0)
+
+
+def test_encode_command_refines_on_request(tiny_models, tmp_path, capsys):
+    import trimesh
+
+    asset = tmp_path / "box.ply"
+    trimesh.creation.box(extents=(1.0, 0.5, 0.3)).export(asset)
+    base = ["encode", str(asset), "--model", "tiny-xm", "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
+    assert main(base + ["-o", str(tmp_path / "plain.pt")]) == 0
+    assert main(base + ["-o", str(tmp_path / "refined.pt"), "--refine-steps", "3"]) == 0
+    plain, refined = (torch.load(tmp_path / f"{n}.pt", weights_only=True) for n in ("plain", "refined"))
+    assert plain.shape == refined.shape and not torch.equal(plain, refined)
+    assert main(base + ["-o", str(tmp_path / "x.pt"), "--refine-steps", "-2"]) == 2
+    assert "--refine-steps must be at least 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

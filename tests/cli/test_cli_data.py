@@ -37,3 +37,20 @@ def test_latents_command_pairs_latents_with_minilm_caption_embeddings(tmp_path, 
     data = LatentDataset.load(out)
     assert data.latents.shape[0] == 4 and data.conditions.shape == (4, 384)
     torch.testing.assert_close(data.conditions.norm(dim=1), torch.ones(4), atol=1e-4, rtol=0)
+
+
+def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative_steps(tmp_path, golden, capsys):
+    main(["dataset", str(tmp_path / "d"), "--n", "2"])
+    config = copy.deepcopy(golden("e")["config"])
+    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(config))
+    base = ["latents", str(tmp_path / "d"), "--stage", "image", "--transmitter", str(tmp_path / "t.yaml"),
+            "--per-asset", "1", "--image-size", "16"]
+    assert main(base + ["-o", str(tmp_path / "plain.safetensors")]) == 0
+    assert main(base + ["-o", str(tmp_path / "refined.safetensors"), "--refine-steps", "2",
+                        "--cache-dir", str(tmp_path / "cache")]) == 0
+    plain, refined = (LatentDataset.load(tmp_path / f"{n}.safetensors").latents for n in ("plain", "refined"))
+    assert plain.shape == refined.shape and not torch.allclose(plain, refined)
+    assert len(list((tmp_path / "cache").glob("targets_*.pt"))) == 2
+    assert main(base + ["-o", str(tmp_path / "x.safetensors"), "--refine-steps", "-1"]) == 2
+    assert "--refine-steps must be at least 0" in capsys.readouterr().err

@@ -42,6 +42,16 @@ def test_eval_reconstruction_writes_json_and_markdown(tmp_path, tiny_transmitter
     assert out.with_suffix(".md").read_text().startswith(f"# shap-e eval reconstruction: {tiny_transmitter}")
 
 
+def test_eval_reconstruction_passes_refinement_and_vertex_placement_through(tmp_path, tiny_transmitter):
+    out = tmp_path / "recon.json"
+    args = parse(["eval", "reconstruction", "--model", tiny_transmitter, "-n", "1", "--grid-size", "16",
+                  "--resolution", "16", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "-o", str(out),
+                  "--refine-steps", "2", "--vertex-placement", "sampled"])
+    args.run(args)
+    settings = json.loads(out.read_text())["settings"]
+    assert settings["refine_steps"] == 2 and settings["vertex_placement"] == "sampled"
+
+
 def test_eval_classifier_scores_ground_truth(tmp_path):
     out = tmp_path / "gt.json"
     args = parse(["eval", "classifier", "-n", "6", "-o", str(out)])
@@ -54,6 +64,7 @@ def test_eval_classifier_scores_ground_truth(tmp_path):
     (["-n", "0"], "-n must be at least 1"),
     (["-o", "results.txt"], "--output must end in .json"),
     (["--steps", "1"], "--steps"),
+    (["--refine-steps", "-1"], "--refine-steps must be at least 0"),
 ])
 def test_eval_rejects_bad_arguments_in_one_line(argv, message):
     args = parse(["eval", "text"] + argv)

@@ -1,4 +1,5 @@
 """STF mesh extraction pieces (SPEC §5.6): grid order, padding, vertex placement, colour transfer."""
+import pytest
 import torch
 
 from shap_e.models.nerstf import NeRSTFOutput
@@ -74,3 +75,19 @@ def test_srgb_transfer_functions_invert_each_other_and_hit_known_values():
     torch.testing.assert_close(linear_to_srgb(srgb_to_linear(u)), u, atol=2e-6, rtol=0)
     torch.testing.assert_close(srgb_to_linear(torch.tensor([0.5])), torch.tensor([0.21404114]), atol=1e-6, rtol=0)
     torch.testing.assert_close(srgb_to_linear(torch.tensor([0.04])), torch.tensor([0.04 / 12.92]), atol=0, rtol=1e-6)
+
+
+def test_sampled_vertex_placement_puts_the_mesh_on_the_true_surface():
+    grid = query_sdf_grid(_sphere_field(0.6), 1, 32, BOX, chunk=4096, device="cpu")
+    reference = meshes_from_fields(grid.fields, BOX)[0][0].verts.norm(dim=-1)
+    sampled = meshes_from_fields(grid.fields, BOX, vertex_placement="sampled")[0][0].verts.norm(dim=-1)
+    # Linear interpolation of a sphere's SDF on a 2/31 grid is within a few thousandths of the radius.
+    assert (sampled - 0.6).abs().max() < 0.01
+    # The release's placement shrinks the same surface by (G - 1) / (G + 1) about the centre.
+    torch.testing.assert_close(reference, sampled * 31 / 33, atol=1e-5, rtol=0)
+
+
+def test_unknown_vertex_placement_is_a_clear_error():
+    grid = query_sdf_grid(_sphere_field(0.6), 1, 8, BOX, chunk=4096, device="cpu")
+    with pytest.raises(ValueError, match=r"vertex_placement must be one of \('reference', 'sampled'\)"):
+        meshes_from_fields(grid.fields, BOX, vertex_placement="exact")

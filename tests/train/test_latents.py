@@ -55,3 +55,22 @@ def test_bad_stage_per_asset_and_folder_are_clear_errors(setup, tmp_path):
         build_latent_dataset(transmitter, folder, "text", per_asset=0)
     with pytest.raises(FileNotFoundError, match="shap-e dataset"):
         build_latent_dataset(transmitter, tmp_path, "text")
+
+
+def test_refined_latents_move_toward_their_assets_and_reuse_the_supervision_cache(setup, tmp_path):
+    from shap_e.train.latents import refine_assets
+
+    folder, transmitter = setup
+    paths = [r["path"] for r in read_assets(folder)]
+    latents = encode_assets(transmitter, paths, 0, False)
+    cache = tmp_path / "cache"
+    refined = refine_assets(transmitter, latents, paths, steps=3, cache_dir=cache, batch_size=2, progress=False)
+    assert refined.shape == latents.shape and refined.abs().max() < 1
+    assert (refined - latents).abs().max() > 0.01
+    assert len(list(cache.glob("targets_*.pt"))) == len(paths)
+    again = refine_assets(transmitter, latents, paths, steps=3, cache_dir=cache, batch_size=2, progress=False)
+    torch.testing.assert_close(again, refined)
+    data = build_latent_dataset(transmitter, folder, "text", per_asset=2, text_encoder=WordCountEncoder(),
+                                progress=False, refine_steps=3, cache_dir=cache)
+    expected = refine_assets(transmitter, latents, paths, steps=3, cache_dir=cache, progress=False)
+    torch.testing.assert_close(data.latents[::2], expected)

@@ -77,6 +77,27 @@ def test_decode_latent_images_nerf_replays_the_golden_seeded_render_exactly(xm_l
     assert np.array_equal(ours, f["outputs"]["decode_latent_images_nerf32_seed901"].numpy())
 
 
+def test_nerf_images_use_bf16_by_default_only_where_it_is_native_and_pays_off(xm_latent, monkeypatch):
+    from shap_e.util import precision
+
+    xm, latent, _ = xm_latent
+    cameras = create_pan_cameras(8)
+
+    def render(dtype="auto"):
+        generator = torch.Generator().manual_seed(0)
+        return np.stack([np.asarray(im) for im in decode_latent_images(
+            xm, latent, cameras, "nerf", generator=generator, query_dtype=dtype)])
+
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    fp32, bf16 = render(None), render(torch.bfloat16)
+    assert not np.array_equal(fp32, bf16)
+    assert np.array_equal(render(), fp32)  # golden f's MLP is 16 wide: too narrow for bf16
+    monkeypatch.setattr(precision, "AUTO_BF16_MIN_WIDTH", 16)
+    assert np.array_equal(render(), bf16)
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: frozenset({"avx512f"}))
+    assert np.array_equal(render(), fp32)
+
+
 def test_wrong_latents_and_grid_sizes_raise_clear_errors(xm_latent):
     xm, latent, _ = xm_latent
     with pytest.raises(ValueError, match="expects 1536"):
