@@ -4,7 +4,7 @@ Results go to a JSON file (default `model_cards/eval_<task>_<model>.json`) with 
 """
 from pathlib import Path
 
-from shap_e.cli.common import pick_device, say
+from shap_e.cli.common import add_vertex_placement_option, pick_device, say
 
 TASKS = {
     "reconstruction": "encoder round trip: IoU, Chamfer distance, colour error",
@@ -34,8 +34,7 @@ def add_commands(commands) -> None:
         sub.add_argument("--batch", type=int, default=8, help="samples per sampler batch")
         sub.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
         sub.add_argument("--cache-dir", help="model cache")
-        sub.add_argument("--vertex-placement", choices=("reference", "sampled"), default="reference",
-                         help="mesh vertices as the release places them (shrunk by (G-1)/(G+1)) or where sampled")
+        add_vertex_placement_option(sub)
         sub.add_argument("--refine-steps", type=int, default=0,
                          help="reconstruction: latent refinement steps against the asset after the encoder")
         sub.set_defaults(run=run_eval)
