@@ -101,9 +101,11 @@ def refine_latent(
         )
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    from shap_e.train.transmitter_training import sdf_color_losses  # lazy: encoding alone needs no training code
+
     device = latent.device
     sdf_points = torch.stack([t.sdf_points for t in targets]).to(device)  # [batch, n_sdf, 3]
-    sdf_values = torch.stack([t.sdf_values for t in targets]).to(device).clamp(-1, 1)  # [batch, n_sdf]
+    sdf_values = torch.stack([t.sdf_values for t in targets]).to(device)  # [batch, n_sdf]
     color_points = torch.stack([t.color_points for t in targets]).to(device)  # [batch, n_color, 3]
     colors = torch.stack([t.colors for t in targets]).to(device)  # [batch, n_color, 3]
     nerstf = transmitter.renderer.nerstf
@@ -117,13 +119,11 @@ def refine_latent(
             mlp = {k[len("nerstf."):]: v for k, v in params.items()}
             sdf = nerstf.query(sdf_points[:, sdf_index], mlp, None, ("sdf",)).sdf[..., 0]
             color = nerstf.query(color_points[:, color_index], mlp, None, ("color_stf",)).color_stf
-            target = sdf_values[:, sdf_index]
-            loss_per_row = (  # each row's own loss, so that rows do not change each other's steps
-                (sdf - target).abs().mean(dim=1)
-                + ((sdf / sdf_band).clamp(-1, 1) - (target / sdf_band).clamp(-1, 1)).abs().mean(dim=1)
-                + color_weight * (color - colors[:, color_index]).abs().mean(dim=(1, 2))
+            loss_sdf, loss_color = sdf_color_losses(
+                sdf, sdf_values[:, sdf_index], color, colors[:, color_index], sdf_band
             )
-            loss = loss_per_row.sum()
+            # The sum of each row's own loss, so that rows do not change each other's steps.
+            loss = (loss_sdf + color_weight * loss_color).sum()
             (grad,) = torch.autograd.grad(loss, [z])
             z.grad = grad
             optimizer.step()

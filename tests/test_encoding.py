@@ -107,3 +107,22 @@ def test_encode_refinement_is_reproducible_and_checks_its_steps(tmp_path, traine
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match="refine_steps must be a non-negative int"):
             shap_e.encode(path, xm, refine_steps=bad)
+
+
+def test_refine_latent_names_a_bad_latent_shape_target_count_or_step_count(trained):
+    from shap_e.encoding import refine_latent
+    from shap_e.train.transmitter_targets import AssetTargets
+
+    xm, _ = trained
+    target = AssetTargets(
+        sdf_points=torch.zeros(8, 3), sdf_values=torch.zeros(8), color_points=torch.zeros(4, 3), colors=torch.zeros(4, 3)
+    )
+    latent = torch.zeros(1, 128 * 32)
+    with pytest.raises(ValueError, match=r"latent must be \[batch, d\] with one target per row"):
+        refine_latent(xm, latent[0], [target])
+    with pytest.raises(ValueError, match="one target per row, got \\[1, 4096\\] and 2 targets"):
+        refine_latent(xm, latent, [target, target])
+    for bad in (-1, 1.5, False):
+        with pytest.raises(ValueError, match="steps must be a non-negative int"):
+            refine_latent(xm, latent, [target], steps=bad)
+    assert torch.equal(refine_latent(xm, latent, [target], steps=0), latent)

@@ -78,7 +78,9 @@ def atomic_directory(final: Path) -> Iterator[Path]:
 
 
 def add_vertex_placement_option(parser) -> None:
+    from shap_e.rendering.stf import VERTEX_PLACEMENTS
+
     parser.add_argument(
-        "--vertex-placement", choices=("reference", "sampled"), default="reference",
+        "--vertex-placement", choices=VERTEX_PLACEMENTS, default="reference",
         help="mesh vertices as the release places them (shrunk by (G-1)/(G+1)) or on the true surface",
     )

@@ -156,6 +156,22 @@ def transmitter_batch_fn(
     return batch_fn
 
 
+def sdf_color_losses(
+    sdf: torch.Tensor, sdf_target: torch.Tensor, color: torch.Tensor, color_target: torch.Tensor, sdf_band: float = 0.0
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The per-row L1 terms of the field supervision: `(sdf [batch], color [batch])`.
+
+    sdf, sdf_target: `[batch, n]` (the target is clamped to +-1); `sdf_band > 0` adds the L1 of both
+    clamped to +-`sdf_band` and divided by it. color, color_target: `[batch, m, 3]` sRGB.
+    """
+    sdf_target = sdf_target.clamp(-1, 1)
+    loss_sdf = (sdf - sdf_target).abs().mean(dim=1)
+    if sdf_band > 0:
+        band = ((sdf / sdf_band).clamp(-1, 1) - (sdf_target / sdf_band).clamp(-1, 1)).abs().mean(dim=1)
+        loss_sdf = loss_sdf + band
+    return loss_sdf, (color - color_target).abs().mean(dim=(1, 2))
+
+
 def transmitter_loss_fn(weights: LossWeights, device: torch.device):
     """`loss_fn(model, batch)`: weighted SDF (L1), STF colour (L1) and NeRF (MSE, both passes) terms."""
 
@@ -169,13 +185,10 @@ def transmitter_loss_fn(weights: LossWeights, device: torch.device):
             return nerstf.query(position, mlp, direction, heads)
 
         sdf = field_fn(batch.sdf_points.to(device), None, ("sdf",)).sdf[..., 0]
-        sdf_target = batch.sdf_values.to(device).clamp(-1, 1)
-        loss_sdf = F.l1_loss(sdf, sdf_target)
-        if weights.sdf_band > 0:
-            band = weights.sdf_band
-            loss_sdf = loss_sdf + F.l1_loss((sdf / band).clamp(-1, 1), (sdf_target / band).clamp(-1, 1))
         color = field_fn(batch.color_points.to(device), None, ("color_stf",)).color_stf
-        loss_color = F.l1_loss(color, batch.colors.to(device))
+        loss_sdf, loss_color = (term.mean() for term in sdf_color_losses(
+            sdf, batch.sdf_values.to(device), color, batch.colors.to(device), weights.sdf_band,
+        ))
         loss_nerf = torch.zeros((), device=device)
         if weights.nerf > 0 and batch.rays is not None:  # the most expensive term; a weight of 0 skips it
             render = render_rays(

@@ -55,7 +55,7 @@ def decode_latent_images(
     from shap_e.util.precision import resolve_query_dtype
 
     params = _params(xm, latent)
-    if rendering_mode != "nerf" and isinstance(query_dtype, str) and query_dtype == "auto":
+    if rendering_mode != "nerf" and query_dtype == "auto":
         query_dtype = None
     query_dtype = resolve_query_dtype(query_dtype, latent.device, xm.renderer.nerstf.d_hidden)
     out = xm.renderer.render_views(
