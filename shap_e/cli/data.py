@@ -13,6 +13,8 @@ def add_commands(commands) -> None:
     dataset.add_argument("--n", type=int, required=True, help="number of assets")
     dataset.add_argument("--split", default="train", help="train, heldout_pairs or heldout_paraphrases")
     dataset.add_argument("--seed", type=int, default=0)
+    dataset.add_argument("--random-yaw", action="store_true",
+                         help="turn each object by a random angle about +Z (default: canonical pose)")
     dataset.set_defaults(run=run_dataset)
 
     latents = commands.add_parser(
@@ -41,7 +43,7 @@ def run_dataset(args) -> None:
         raise CliError(f"--n {args.n} must be at least 1")
     if args.split not in SPLITS:
         raise CliError(f"--split {args.split!r} is unknown; valid: {', '.join(SPLITS)}")
-    path = write_dataset(args.out, args.n, seed=args.seed, split=args.split)
+    path = write_dataset(args.out, args.n, seed=args.seed, split=args.split, random_yaw=args.random_yaw)
     say(f"wrote {args.n} assets and {path}")
 
 

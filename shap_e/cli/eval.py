@@ -13,6 +13,7 @@ TASKS = {
     "classifier": "the judging classifier on ground-truth assets (the ceiling of any model)",
 }
 SPLITS = ("heldout_pairs", "heldout_paraphrases", "train")
+REFERENCES = ("ground-truth", "decoded")
 
 
 def add_commands(commands) -> None:
@@ -37,6 +38,9 @@ def add_commands(commands) -> None:
         add_vertex_placement_option(sub)
         sub.add_argument("--refine-steps", type=int, default=0,
                          help="reconstruction: latent refinement steps against the asset after the encoder")
+        sub.add_argument("--references", choices=REFERENCES, default="ground-truth",
+                         help="the category classifier's references: the ground-truth shapes, or those plus "
+                              "their reconstructions by the decoder (classifier task: needs --decoder)")
         sub.set_defaults(run=run_eval)
 
 
@@ -53,6 +57,8 @@ def _validate(args) -> None:
         raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
     if args.output and not args.output.lower().endswith(".json"):
         raise CliError(f"--output must end in .json, got {args.output!r}")
+    if args.task == "classifier" and args.references == "decoded" and not args.decoder:
+        raise CliError("--references decoded needs --decoder (the transmitter whose reconstructions join the references)")
 
 
 def _default_model(task: str) -> str:
@@ -66,35 +72,55 @@ def run_eval(args) -> None:
     model_name = args.model or _default_model(args.task)
     output = Path(args.output or f"model_cards/eval_{args.task}_{model_name}.json")
     if args.task == "classifier":
-        result = run.evaluate_ground_truth(args.split, args.n, args.seed)
+        classifier = None
+        if args.references == "decoded":
+            xm = _load(args.decoder, args)
+            classifier = _classifier(args, xm)
+        result = run.evaluate_ground_truth(args.split, args.n, args.seed, classifier=classifier)
     else:
         result = _evaluate_model(args, model_name)
-    result["settings"].update(model=model_name, split=args.split)
+    result["settings"].update(model=model_name, split=args.split, references=args.references)
     json_path, md_path = run.write_results(result, output, title=f"shap-e eval {args.task}: {model_name}")
     summary = ", ".join(f"{k}={v}" for k, v in result["summary"].items())
     say(f"{summary}\nwrote {json_path} and {md_path}")
+
+
+def _load(name: str, args):
+    from shap_e.models.download import load_model
+
+    return load_model(name, device=pick_device(args.device), cache_dir=args.cache_dir).eval()
+
+
+def _classifier(args, xm):
+    """The classifier for `--references` (None: the evaluation's default, ground truth only)."""
+    from shap_e.eval.classify import build_classifier
+
+    if args.references == "ground-truth":
+        return None
+    say("building the classifier's decoded references (120 encodings)")
+    return build_classifier(transmitter=xm, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
 
 
 def _evaluate_model(args, model_name: str):
     from shap_e.data import iter_dataset
     from shap_e.eval import run
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-    from shap_e.models.download import load_config, load_model
+    from shap_e.models.download import load_config
     from shap_e.models.registry import get_spec
 
     device = pick_device(args.device)
-    model = load_model(model_name, device=device, cache_dir=args.cache_dir).eval()
+    model = _load(model_name, args)
     if args.task == "reconstruction":
         assets = list(iter_dataset(args.split, args.n, args.seed))
         return run.evaluate_reconstruction(model, assets, grid_size=args.grid_size, resolution=args.resolution,
                                            seed=args.seed, device=device, progress=True,
-                                           refine_steps=args.refine_steps, vertex_placement=args.vertex_placement)
+                                           refine_steps=args.refine_steps, vertex_placement=args.vertex_placement,
+                                           classifier=_classifier(args, model))
     spec = get_spec(model_name)
-    decoder = args.decoder or (spec.decoders[0] if spec.decoders else "transmitter")
-    xm = load_model(decoder, device=device, cache_dir=args.cache_dir).eval()
+    xm = _load(args.decoder or (spec.decoders[0] if spec.decoders else "transmitter"), args)
     options = dict(steps=args.steps, batch_size=args.batch, grid_size=args.grid_size, seed=args.seed,
                    device=device, progress=True, diffusion=diffusion_from_config(load_config(spec.diffusion)),
-                   vertex_placement=args.vertex_placement)
+                   vertex_placement=args.vertex_placement, classifier=_classifier(args, xm))
     guidance = args.guidance if args.guidance is not None else spec.guidance_scale
     if guidance is not None:
         options["guidance_scale"] = guidance

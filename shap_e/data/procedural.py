@@ -129,10 +129,13 @@ def _assemble(parts: List[Part], colours: Tuple[str, ...]) -> Tuple[np.ndarray, 
     return np.concatenate(vertices), np.concatenate(faces), np.concatenate(rgba)
 
 
-def _place(vertices: np.ndarray, proportion: str, rng: np.random.Generator) -> np.ndarray:
-    """Stretch by the proportion (with ±10% jitter), turn about +Z, centre and normalise the bbox."""
+def _place(vertices: np.ndarray, proportion: str, rng: np.random.Generator, random_yaw: bool) -> np.ndarray:
+    """Stretch by the proportion (with ±10% jitter), turn about +Z if `random_yaw`, centre and
+    normalise the bbox."""
     stretch = np.asarray(PROPORTIONS[proportion]) * rng.uniform(0.9, 1.1, size=3)
-    angle = rng.uniform(0.0, 2.0 * np.pi)
+    angle = rng.uniform(0.0, 2.0 * np.pi)  # drawn either way, so that the option never shifts other draws
+    if not random_yaw:
+        angle = 0.0
     cos, sin = np.cos(angle), np.sin(angle)
     yaw = np.array([[cos, -sin, 0.0], [sin, cos, 0.0], [0.0, 0.0, 1.0]])
     out = (vertices * stretch) @ yaw.T
@@ -149,6 +152,7 @@ def generate_asset(
     *,
     secondary_colour: Optional[str] = None,
     paraphrase_set: str = "train",
+    random_yaw: bool = False,
 ) -> ProceduralAsset:
     """Build one captioned object; the same arguments always give the same mesh and caption.
 
@@ -157,6 +161,10 @@ def generate_asset(
         ``seed`` (half the time the primary colour). Must be None for one-part categories.
     :param paraphrase_set: "train" or "heldout" caption vocabulary (see :mod:`shap_e.data.captions`).
         The geometry and colours do not depend on it.
+    :param random_yaw: turn the object by a random angle about +Z (from ``seed``). False (the
+        default, and the small models' training data) keeps every object in its canonical pose, as
+        ShapeNet-style datasets do: trained on random yaws, ``transmitter-small``'s encoder could not
+        resolve the turn and averaged over it (boxes came back as cylinders, pyramids as cones).
     """
     _check_name(category, CATEGORIES, "category")
     _check_name(colour, list(COLOURS), "colour")
@@ -169,7 +177,7 @@ def generate_asset(
     parts = build_parts(category, shape_rng)
     colours = _colours_for(category, colour, secondary_colour, colour_rng)
     vertices, faces, rgba = _assemble(parts, colours)
-    vertices = _place(vertices, proportion, shape_rng)
+    vertices = _place(vertices, proportion, shape_rng, random_yaw)
     mesh = trimesh.Trimesh(vertices=vertices, faces=faces, vertex_colors=rgba, process=False)
     text = caption(category, colours, proportion, caption_rng, paraphrase_set)
     return ProceduralAsset(mesh, category, colours, proportion, text, int(seed))
@@ -194,8 +202,11 @@ def _draw_secondary(category: str, colour: str, rng: np.random.Generator) -> Opt
     return colour if rng.random() < 0.5 else others[int(rng.integers(len(others)))]
 
 
-def iter_dataset(split: str = "train", n: int = 1000, seed: int = 0) -> Iterator[ProceduralAsset]:
-    """Yield ``n`` assets of ``split`` (see :data:`SPLITS`); asset ``i`` depends only on (split, seed, i)."""
+def iter_dataset(
+    split: str = "train", n: int = 1000, seed: int = 0, random_yaw: bool = False
+) -> Iterator[ProceduralAsset]:
+    """Yield ``n`` assets of ``split`` (see :data:`SPLITS`); asset ``i`` depends only on (split, seed, i)
+    and ``random_yaw`` (see :func:`generate_asset`), which changes nothing but the object's turn."""
     pairs = allowed_pairs(split)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
@@ -207,7 +218,7 @@ def iter_dataset(split: str = "train", n: int = 1000, seed: int = 0) -> Iterator
         proportion = proportions[int(rng.integers(len(proportions)))]
         secondary = _draw_secondary(category, colour, rng)
         yield generate_asset(category, colour, proportion, int(rng.integers(2**31)),
-                             secondary_colour=secondary, paraphrase_set=paraphrase_set)
+                             secondary_colour=secondary, paraphrase_set=paraphrase_set, random_yaw=random_yaw)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -221,20 +232,22 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_dataset(directory: Union[str, Path], n: int, seed: int = 0, split: str = "train") -> Path:
+def write_dataset(
+    directory: Union[str, Path], n: int, seed: int = 0, split: str = "train", random_yaw: bool = False
+) -> Path:
     """Write ``n`` assets as ``{i:06d}.ply`` (binary, vertex colours) plus ``captions.jsonl``.
 
-    Each JSON line: ``file, caption, category, colours, proportion, seed, split``. Every file is
-    written atomically; the same (n, seed, split) gives byte-identical files. Returns the jsonl path.
+    Each JSON line: ``file, caption, category, colours, proportion, seed, split, random_yaw``. Every
+    file is written atomically; the same arguments give byte-identical files. Returns the jsonl path.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     lines = []
-    for i, asset in enumerate(iter_dataset(split, n, seed)):
+    for i, asset in enumerate(iter_dataset(split, n, seed, random_yaw)):
         name = f"{i:06d}.ply"
         _write_atomic(directory / name, asset.mesh.export(file_type="ply", encoding="binary"))
         record = dict(file=name, caption=asset.caption, category=asset.category, colours=list(asset.colours),
-                      proportion=asset.proportion, seed=asset.seed, split=split)
+                      proportion=asset.proportion, seed=asset.seed, split=split, random_yaw=random_yaw)
         lines.append(json.dumps(record, sort_keys=True))
     captions_path = directory / "captions.jsonl"
     _write_atomic(captions_path, "".join(line + "\n" for line in lines).encode("utf-8"))

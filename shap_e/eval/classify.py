@@ -2,7 +2,7 @@
 
 * Category: nearest reference shape by IoU of canonical occupancy grids. A mesh is made canonical
   by turning it about +Z so that its footprint's minimum-area bounding rectangle is axis-aligned
-  (the dataset turns objects by a random yaw), then stretching its bounding box onto [-1, 1]^3 on
+  (datasets made with `random_yaw` turn objects about +Z), then stretching its bounding box onto [-1, 1]^3 on
   every axis (so tall, flat, wide and small variants of a category look alike). The 8 symmetries of
   the square footprint left by the alignment are tried and the best IoU kept. References are
   train-split shapes of every category and proportion.
@@ -18,6 +18,8 @@ stray speck would otherwise stretch the bounding box. The smallest part of any d
 table leg) holds 3.4 % of its area.
 """
 import math
+import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -183,12 +185,25 @@ class ShapeClassifier:
 
 
 def build_classifier(
-    per_proportion: int = 2, resolution: int = 32, seed: int = 0, categories: Optional[Sequence[str]] = None
+    per_proportion: int = 2,
+    resolution: int = 32,
+    seed: int = 0,
+    categories: Optional[Sequence[str]] = None,
+    transmitter: Optional[torch.nn.Module] = None,
+    grid_size: int = 64,
+    vertex_placement: str = "reference",
 ) -> ShapeClassifier:
     """References: `per_proportion` train-split shapes of every (category, proportion).
 
     Geometry depends on (category, proportion, seed) only; each reference gets a colour its category
     is trained with, and seeds `seed * 1000 + k` (disjoint from `iter_dataset`'s 31-bit draws in practice).
+
+    transmitter: also add each reference as this transmitter reconstructs it (its encoder's latent,
+        decoded by marching cubes on a `grid_size` grid with `vertex_placement`), so that a decoded
+        mesh is compared with decoded references too. A decoder rounds edges: a tall box it decodes
+        is nearer a sharp cylinder than a sharp box, although it is still nearest its own kind decoded.
+        A decoder that blurred every category alike would make the decoded references alike, so they
+        cannot make a blurry model score better than chance.
     """
     from shap_e.data import CATEGORIES, PROPORTIONS, allowed_pairs, generate_asset
 
@@ -205,6 +220,22 @@ def build_classifier(
         for proportion in PROPORTIONS:
             for k in range(per_proportion):
                 asset = generate_asset(category, colour_of[category], proportion, seed * 1000 + k)
-                grids.append(canonical_grid(asset.mesh, resolution).reshape(-1))
-                labels.append(category)
+                meshes = [asset.mesh]
+                if transmitter is not None:
+                    meshes.append(_reconstruct(asset.mesh, transmitter, grid_size, vertex_placement, seed * 1000 + k))
+                grids += [canonical_grid(mesh, resolution).reshape(-1) for mesh in meshes]
+                labels += [category] * len(meshes)
     return ShapeClassifier(resolution, torch.stack(grids).float(), labels)
+
+
+def _reconstruct(mesh: Any, transmitter: torch.nn.Module, grid_size: int, vertex_placement: str, seed: int) -> Any:
+    """`mesh` encoded by `transmitter` (encoder alone) and decoded to a `TorchMesh`."""
+    from shap_e.encoding import encode
+    from shap_e.util.notebooks import decode_latent_mesh
+
+    device = next(transmitter.parameters()).device
+    with tempfile.TemporaryDirectory(prefix="shap_e_reference_") as tmp:
+        path = os.path.join(tmp, "reference.ply")
+        mesh.export(path, file_type="ply")
+        latent = encode(path, transmitter, device=device, generator=torch.Generator().manual_seed(seed), seed=seed)
+    return decode_latent_mesh(transmitter, latent, grid_size=grid_size, vertex_placement=vertex_placement)

@@ -105,7 +105,7 @@ def evaluate_ground_truth(
     start = time.perf_counter()
     classifier = classifier or build_classifier()
     rows = [_judge(asset_mesh(a), a.category, a.colours[0], classifier) for a in iter_dataset(split, n, seed)]
-    settings = dict(split=split, n=n, seed=seed, resolution=classifier.resolution, references=len(classifier.labels))
+    settings = dict(split=split, n=n, seed=seed, resolution=classifier.resolution, n_references=len(classifier.labels))
     return _result("ground_truth", rows, ("category_correct", "colour_correct"), settings, start)
 
 

@@ -162,13 +162,13 @@ del _spec
 for _spec in (
     ModelSpec("diffusion-small", "diffusion_small_config.yaml",
               description="Gaussian diffusion of the small priors: cosine schedule, v prediction (config only)"),
-    ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="501ada5abc2ca1fe0885e10898a357d27dd0fda7afa088b7ddc34c291483a68e",
+    ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="44027bf2d5865d525bfe958bd351205b4ca40c6bd58d793d3f439bac28240474",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
-    ModelSpec("text-small", "text_small_config.yaml", sha256="d0354e7574edc8065b5a6c9ac8e2fee1eead5326adc42dc9fd2db737388968bc",
+    ModelSpec("text-small", "text_small_config.yaml", sha256="f7ce57e8acd4a8ff11cb8cf6fd5506095981cb5fd2ef6184248a7dbb8010bbb8",
               weights_file="text-small.safetensors", n_params=1_003_456, decoders=("transmitter-small",),
               guidance_scale=3.0, diffusion="diffusion-small", description="small text prior (MiniLM sentence embedding) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="eada1ec7cf45b680373de799f4d6c185b467d798dd00ac9d013b6555cedf3275",
+    ModelSpec("image-small", "image_small_config.yaml", sha256="61a594716f0d24bcff8c4a913cb1ce47ad75ba40d9214905ac109b8a6f301cfa",
               weights_file="image-small.safetensors", n_params=1_485_888, decoders=("transmitter-small",),
               guidance_scale=3.0, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):

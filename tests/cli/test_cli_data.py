@@ -15,6 +15,10 @@ def test_dataset_command_writes_assets_and_captions(tmp_path):
     records = read_captions(tmp_path / "d")
     assert [r["file"] for r in records] == ["000000.ply", "000001.ply"]
     assert all((tmp_path / "d" / r["file"]).stat().st_size > 0 for r in records)
+    assert not any(r["random_yaw"] for r in records)
+    assert main(["dataset", str(tmp_path / "y"), "--n", "2", "--seed", "3", "--random-yaw"]) == 0
+    assert all(r["random_yaw"] for r in read_captions(tmp_path / "y"))
+    assert (tmp_path / "y" / "000000.ply").read_bytes() != (tmp_path / "d" / "000000.ply").read_bytes()
 
 
 def test_dataset_command_rejects_bad_split_and_count(tmp_path, capsys):

@@ -84,6 +84,22 @@ def test_caption_vocabulary_does_not_change_the_geometry():
     assert train.colours == heldout.colours and train.caption != heldout.caption
 
 
+def test_objects_are_in_canonical_pose_unless_random_yaw_turns_them_about_z():
+    canonical = generate_asset("cube", "red", "wide", seed=5)
+    turned = generate_asset("cube", "red", "wide", seed=5, random_yaw=True)
+    for axis in range(3):  # an unturned box: two distinct coordinates per axis
+        assert len(np.unique(canonical.mesh.vertices[:, axis].round(6))) == 2
+    assert turned.caption == canonical.caption and turned.colours == canonical.colours
+    a = canonical.mesh.vertices - canonical.mesh.vertices.mean(axis=0)
+    b = turned.mesh.vertices - turned.mesh.vertices.mean(axis=0)
+    scale = np.linalg.norm(b) / np.linalg.norm(a)  # normalising the turned bbox rescales it
+    np.testing.assert_allclose(b[:, 2], scale * a[:, 2], atol=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(b[:, :2], axis=1), scale * np.linalg.norm(a[:, :2], axis=1), atol=1e-9)
+    assert np.abs(b[:, :2] - scale * a[:, :2]).max() > 0.05
+    first = next(iter_dataset("train", 1, 0, random_yaw=True))
+    assert first.caption == next(iter_dataset("train", 1, 0)).caption
+
+
 def test_heldout_pairs_cover_each_category_and_colour_once():
     assert len(HELDOUT_PAIRS) == 12 == len(set(HELDOUT_PAIRS))
     assert sorted(c for c, _ in HELDOUT_PAIRS) == sorted(CATEGORIES)

@@ -150,3 +150,21 @@ def test_classifier_scores_every_category_and_rejects_bad_settings(classifier):
         build_classifier(per_proportion=0)
     with pytest.raises(ValueError, match="unknown category"):
         build_classifier(categories=["teapot"])
+
+
+def test_decoded_references_join_the_ground_truth_ones_and_name_decoded_meshes():
+    from shap_e.data import allowed_pairs, generate_asset
+    from shap_e.eval.classify import _reconstruct
+    from shap_e.models.download import load_model
+
+    xm = load_model("transmitter-small").eval()
+    plain = build_classifier(per_proportion=1, categories=["cube", "cylinder"])
+    both = build_classifier(per_proportion=1, categories=["cube", "cylinder"], transmitter=xm, grid_size=32)
+    assert both.labels == [label for label in plain.labels for _ in range(2)]
+    torch.testing.assert_close(both.grids[0::2], plain.grids)  # ground truth first, then its reconstruction
+    assert not torch.equal(both.grids[1::2], plain.grids)
+    # A reference's own reconstruction (same seed) is its nearest neighbour, exactly.
+    colour = next(c for category, c in allowed_pairs("train") if category == "cube")  # as the classifier draws it
+    tall_box = generate_asset("cube", colour, "tall", 0)
+    label, score = both.classify(_reconstruct(tall_box.mesh, xm, 32, "reference", 0))
+    assert (label, score) == ("cube", 1.0)

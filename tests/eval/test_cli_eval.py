@@ -52,6 +52,18 @@ def test_eval_reconstruction_passes_refinement_and_vertex_placement_through(tmp_
     assert settings["refine_steps"] == 2 and settings["vertex_placement"] == "sampled"
 
 
+def test_eval_classifier_with_decoded_references_uses_the_decoder(tmp_path, tiny_transmitter):
+    out = tmp_path / "decoded.json"
+    args = parse(["eval", "classifier", "-n", "2", "-o", str(out), "--references", "decoded", "--decoder",
+                  tiny_transmitter, "--grid-size", "16", "--cache-dir", str(tmp_path / "cache")])
+    args.run(args)
+    result = json.loads(out.read_text())
+    assert result["settings"]["references"] == "decoded" and result["settings"]["n_references"] == 240
+    args = parse(["eval", "classifier", "-n", "2", "--references", "decoded"])
+    with pytest.raises(CliError, match="--references decoded needs --decoder"):
+        args.run(args)
+
+
 def test_eval_classifier_scores_ground_truth(tmp_path):
     out = tmp_path / "gt.json"
     args = parse(["eval", "classifier", "-n", "6", "-o", str(out)])
