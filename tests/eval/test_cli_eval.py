@@ -42,23 +42,37 @@ def test_eval_reconstruction_writes_json_and_markdown(tmp_path, tiny_transmitter
     assert out.with_suffix(".md").read_text().startswith(f"# shap-e eval reconstruction: {tiny_transmitter}")
 
 
-def test_eval_reconstruction_passes_refinement_and_vertex_placement_through(tmp_path, tiny_transmitter):
+def test_eval_reconstruction_passes_refinement_placement_and_references_through(tmp_path, tiny_transmitter, monkeypatch):
+    from shap_e.eval import classify
+
+    built = []
+    # Record each reference reconstruction request (the reconstruction itself is tested in test_classify).
+    monkeypatch.setattr(classify, "_reconstruct", lambda *a: built.append(a[1:4]) or classify.to_eval_mesh(a[0]))
     out = tmp_path / "recon.json"
     args = parse(["eval", "reconstruction", "--model", tiny_transmitter, "-n", "1", "--grid-size", "16",
                   "--resolution", "16", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "-o", str(out),
-                  "--refine-steps", "2", "--vertex-placement", "sampled"])
+                  "--refine-steps", "2", "--vertex-placement", "sampled", "--references", "decoded"])
     args.run(args)
     settings = json.loads(out.read_text())["settings"]
     assert settings["refine_steps"] == 2 and settings["vertex_placement"] == "sampled"
+    assert settings["references"] == "decoded"
+    # The decoded references come from the evaluated transmitter, at the evaluation's grid and placement.
+    assert len(built) == 120 and {(g, p) for _, g, p in built} == {(16, "sampled")}
+    assert all(hasattr(xm, "encoder") and hasattr(xm, "renderer") for xm, _, _ in built)
 
 
-def test_eval_classifier_with_decoded_references_uses_the_decoder(tmp_path, tiny_transmitter):
+def test_eval_classifier_with_decoded_references_uses_the_decoder(tmp_path, tiny_transmitter, monkeypatch):
+    from shap_e.eval import classify
+
+    built = []  # each reference reconstruction request (the reconstruction itself is tested in test_classify)
+    monkeypatch.setattr(classify, "_reconstruct", lambda *a: built.append(a[1:4]) or classify.to_eval_mesh(a[0]))
     out = tmp_path / "decoded.json"
     args = parse(["eval", "classifier", "-n", "2", "-o", str(out), "--references", "decoded", "--decoder",
                   tiny_transmitter, "--grid-size", "16", "--cache-dir", str(tmp_path / "cache")])
     args.run(args)
     result = json.loads(out.read_text())
     assert result["settings"]["references"] == "decoded" and result["settings"]["n_references"] == 240
+    assert len(built) == 120 and {(g, p) for _, g, p in built} == {(16, "reference")}
     args = parse(["eval", "classifier", "-n", "2", "--references", "decoded"])
     with pytest.raises(CliError, match="--references decoded needs --decoder"):
         args.run(args)
