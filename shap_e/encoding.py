@@ -12,7 +12,7 @@ import torch
 
 from shap_e.models.configs import resolve_device
 
-__all__ = ["REFINE_TARGETS", "encode", "refine_latent"]
+__all__ = ["REFINE_TARGETS", "encode", "refine_latent", "round_trip"]
 
 # Supervision drawn from the asset for refinement (`asset_targets` arguments): the samples the
 # small transmitter was trained on (recipes/transmitter-small.yaml).
@@ -45,8 +45,7 @@ def encode(
     device = resolve_device(device) or torch.device("cpu")
     if not Path(path).is_file():
         raise FileNotFoundError(f"path={str(path)!r} does not exist or is not a file")
-    if isinstance(refine_steps, bool) or not isinstance(refine_steps, int) or refine_steps < 0:
-        raise ValueError(f"refine_steps must be a non-negative int, got {refine_steps!r}")
+    _check_steps("refine_steps", refine_steps)
     if transmitter is None:
         from shap_e.models.download import load_model
 
@@ -99,8 +98,7 @@ def refine_latent(
         raise ValueError(
             f"latent must be [batch, d] with one target per row, got {list(latent.shape)} and {len(targets)} targets"
         )
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    _check_steps("steps", steps)
     from shap_e.train.transmitter_training import sdf_color_losses  # lazy: encoding alone needs no training code
 
     device = latent.device
@@ -116,7 +114,7 @@ def refine_latent(
             sdf_index = _subset(sdf_points.shape[1], sdf_per_step, generator, device)
             color_index = _subset(color_points.shape[1], color_per_step, generator, device)
             params = transmitter.bottleneck_to_params(torch.tanh(z))
-            mlp = {k[len("nerstf."):]: v for k, v in params.items()}
+            mlp = transmitter.renderer.mlp_params(params)
             sdf = nerstf.query(sdf_points[:, sdf_index], mlp, None, ("sdf",)).sdf[..., 0]
             color = nerstf.query(color_points[:, color_index], mlp, None, ("color_stf",)).color_stf
             loss_sdf, loss_color = sdf_color_losses(
@@ -128,6 +126,30 @@ def refine_latent(
             z.grad = grad
             optimizer.step()
         return torch.tanh(z.detach())
+
+
+def round_trip(
+    path: Union[str, Path],
+    transmitter: torch.nn.Module,
+    grid_size: int,
+    vertex_placement: str = "reference",
+    seed: int = 0,
+    refine_steps: int = 0,
+    device: Optional[Union[str, torch.device]] = None,
+):
+    """The asset at `path` encoded (`encode` with `seed`, its generator seeded alike, and
+    `refine_steps`) and decoded to a `TorchMesh` on a `grid_size` grid (`decode_latent_mesh`)."""
+    from shap_e.util.notebooks import decode_latent_mesh
+
+    device = device if device is not None else next(transmitter.parameters()).device
+    latent = encode(path, transmitter, device=device, generator=torch.Generator().manual_seed(seed), seed=seed,
+                    refine_steps=refine_steps)
+    return decode_latent_mesh(transmitter, latent, grid_size=grid_size, vertex_placement=vertex_placement)
+
+
+def _check_steps(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
 
 
 def _subset(n: int, k: Optional[int], generator: Optional[torch.Generator], device: torch.device):

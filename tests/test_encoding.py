@@ -126,3 +126,17 @@ def test_refine_latent_names_a_bad_latent_shape_target_count_or_step_count(train
         with pytest.raises(ValueError, match="steps must be a non-negative int"):
             refine_latent(xm, latent, [target], steps=bad)
     assert torch.equal(refine_latent(xm, latent, [target], steps=0), latent)
+
+
+def test_round_trip_is_encode_then_decode_with_the_same_seed(tmp_path, trained):
+    from shap_e.encoding import round_trip
+    from shap_e.util.notebooks import decode_latent_mesh
+
+    xm, _ = trained
+    path = tmp_path / "box.ply"
+    trimesh.creation.box(extents=(1.0, 0.5, 0.3)).export(path)
+    mesh = round_trip(path, xm, 24, "sampled", seed=3)
+    latent = shap_e.encode(path, xm, generator=torch.Generator().manual_seed(3), seed=3)
+    expected = decode_latent_mesh(xm, latent, grid_size=24, vertex_placement="sampled")
+    assert torch.equal(mesh.verts, expected.verts) and torch.equal(mesh.faces, expected.faces)
+    assert not torch.equal(round_trip(path, xm, 24, "sampled", seed=4).verts, mesh.verts)

@@ -74,8 +74,7 @@ def run_eval(args) -> None:
     if args.task == "classifier":
         classifier = None
         if args.references == "decoded":
-            xm = _load(args.decoder, args)
-            classifier = _classifier(args, xm)
+            classifier = _classifier(args, _load(args.decoder, pick_device(args.device), args))
         result = run.evaluate_ground_truth(args.split, args.n, args.seed, classifier=classifier)
     else:
         result = _evaluate_model(args, model_name)
@@ -85,10 +84,10 @@ def run_eval(args) -> None:
     say(f"{summary}\nwrote {json_path} and {md_path}")
 
 
-def _load(name: str, args):
+def _load(name: str, device, args):
     from shap_e.models.download import load_model
 
-    return load_model(name, device=pick_device(args.device), cache_dir=args.cache_dir).eval()
+    return load_model(name, device=device, cache_dir=args.cache_dir).eval()
 
 
 def _classifier(args, xm):
@@ -109,7 +108,7 @@ def _evaluate_model(args, model_name: str):
     from shap_e.models.registry import get_spec
 
     device = pick_device(args.device)
-    model = _load(model_name, args)
+    model = _load(model_name, device, args)
     if args.task == "reconstruction":
         assets = list(iter_dataset(args.split, args.n, args.seed))
         return run.evaluate_reconstruction(model, assets, grid_size=args.grid_size, resolution=args.resolution,
@@ -117,7 +116,7 @@ def _evaluate_model(args, model_name: str):
                                            refine_steps=args.refine_steps, vertex_placement=args.vertex_placement,
                                            classifier=_classifier(args, model))
     spec = get_spec(model_name)
-    xm = _load(args.decoder or (spec.decoders[0] if spec.decoders else "transmitter"), args)
+    xm = _load(args.decoder or (spec.decoders[0] if spec.decoders else "transmitter"), device, args)
     options = dict(steps=args.steps, batch_size=args.batch, grid_size=args.grid_size, seed=args.seed,
                    device=device, progress=True, diffusion=diffusion_from_config(load_config(spec.diffusion)),
                    vertex_placement=args.vertex_placement, classifier=_classifier(args, xm))

@@ -230,12 +230,9 @@ def build_classifier(
 
 def _reconstruct(mesh: Any, transmitter: torch.nn.Module, grid_size: int, vertex_placement: str, seed: int) -> Any:
     """`mesh` encoded by `transmitter` (encoder alone) and decoded to a `TorchMesh`."""
-    from shap_e.encoding import encode
-    from shap_e.util.notebooks import decode_latent_mesh
+    from shap_e.encoding import round_trip
 
-    device = next(transmitter.parameters()).device
     with tempfile.TemporaryDirectory(prefix="shap_e_reference_") as tmp:
         path = os.path.join(tmp, "reference.ply")
         mesh.export(path, file_type="ply")
-        latent = encode(path, transmitter, device=device, generator=torch.Generator().manual_seed(seed), seed=seed)
-    return decode_latent_mesh(transmitter, latent, grid_size=grid_size, vertex_placement=vertex_placement)
+        return round_trip(path, transmitter, grid_size, vertex_placement, seed)

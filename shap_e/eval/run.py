@@ -132,9 +132,8 @@ def evaluate_reconstruction(
     refine_steps: `shap_e.encode`'s latent refinement against the asset (0: the encoder alone).
     vertex_placement: of the decoded meshes (`decode_latent_mesh`); "reference" shrinks them by
     (G - 1) / (G + 1), which alone caps the IoU at about 0.91 for G = 64."""
-    from shap_e.encoding import encode
+    from shap_e.encoding import round_trip
     from shap_e.util.asset_loading import load_asset
-    from shap_e.util.notebooks import decode_latent_mesh
 
     start, rows = time.perf_counter(), []
     device = torch.device(device) if device is not None else next(transmitter.parameters()).device
@@ -143,10 +142,8 @@ def evaluate_reconstruction(
         for i, asset in enumerate(_progress(assets, progress, "reconstruction")):
             path = os.path.join(tmp, f"{i:06d}.ply")
             asset.mesh.export(path, file_type="ply")
-            latent = encode(path, transmitter, device=device, generator=torch.Generator().manual_seed(seed + i),
-                            seed=seed + i, refine_steps=refine_steps)
-            mesh = to_eval_mesh(decode_latent_mesh(transmitter, latent, grid_size=grid_size,
-                                                   vertex_placement=vertex_placement))
+            mesh = to_eval_mesh(round_trip(path, transmitter, grid_size, vertex_placement, seed + i, refine_steps,
+                                           device))
             ref = to_eval_mesh(load_asset(path))
             name, _ = dominant_color(mesh)
             predicted = classifier.classify(mesh)[0] if not mesh.is_empty else None

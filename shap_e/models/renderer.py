@@ -129,7 +129,7 @@ class NeRSTFRenderer(nn.Module):
             raise ValueError(f"rendering_mode must be one of {RENDERING_MODES}, got {rendering_mode!r}")
         if ray_batch_size < 1:
             raise ValueError(f"ray_batch_size must be positive, got {ray_batch_size}")
-        mlp_params = self._mlp_params(params, cameras.shape[0])
+        mlp_params = self.mlp_params(params, cameras.shape[0])
         if rendering_mode == "nerf":
             field = self._field(mlp_params, query_batch_size or NERF_QUERY_BATCH_SIZE, query_dtype)
             return self._render_nerf(
@@ -174,9 +174,7 @@ class NeRSTFRenderer(nn.Module):
         _check_grid_size(grid_size)
         _check_mesh_mode(mesh_mode)
         check_vertex_placement(vertex_placement)
-        batch = next(iter(params.values())).shape[0] if params else 1
-        mlp_params = self._mlp_params(params, batch)
-        return self._extract(mlp_params, grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement)[1]
+        return self._extract(self.mlp_params(params), grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement)[1]
 
     def field(
         self,
@@ -185,8 +183,7 @@ class NeRSTFRenderer(nn.Module):
         query_dtype: Optional[torch.dtype] = None,
     ) -> FieldFn:
         """The field of `params` (from `bottleneck_to_params`) as a `shap_e.rendering.nerf.FieldFn`."""
-        batch = next(iter(params.values())).shape[0] if params else 1
-        return self._field(self._mlp_params(params, batch), query_batch_size, query_dtype)
+        return self._field(self.mlp_params(params), query_batch_size, query_dtype)
 
     def _field(self, mlp_params: Dict[str, torch.Tensor], chunk: int, dtype: Optional[torch.dtype] = None):
         """The field as a `FieldFn`, evaluated at most `chunk` points per batch element at a time.
@@ -249,8 +246,12 @@ class NeRSTFRenderer(nn.Module):
         shape = (batch, *inner, cameras.height, cameras.width)
         return RenderOutput(**{k: v.reshape(*shape, v.shape[-1]) for k, v in out.items()})
 
-    def _mlp_params(self, params: Mapping[str, torch.Tensor], batch: int) -> Dict[str, torch.Tensor]:
-        """Check `params` against the meta layers and strip the `nerstf.` prefix."""
+    def mlp_params(self, params: Mapping[str, torch.Tensor], batch: Optional[int] = None) -> Dict[str, torch.Tensor]:
+        """The MLP weights in `params` (from `bottleneck_to_params`) keyed as `self.nerstf.query` takes
+        them: the `nerstf.` prefix stripped, shapes checked against the meta layers. batch: the
+        expected leading size (default: that of `params`)."""
+        if batch is None:
+            batch = next(iter(params.values())).shape[0] if params else 1
         expected = self.nerstf.meta_parameter_shapes()
         missing = [f"nerstf.{k}" for k in expected if f"nerstf.{k}" not in params]
         if missing:

@@ -178,7 +178,7 @@ def transmitter_loss_fn(weights: LossWeights, device: torch.device):
     def loss_fn(model: nn.Module, batch: TransmitterBatch) -> Dict[str, torch.Tensor]:
         core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
         params = model(batch.encoder_batch.to(device))
-        mlp = {k[len("nerstf."):]: v for k, v in params.items()}
+        mlp = core.renderer.mlp_params(params)
         nerstf = core.renderer.nerstf
 
         def field_fn(position, direction, heads):

@@ -98,7 +98,7 @@ def latent_color_fn(xm: Any, latent: torch.Tensor, chunk: int = 65536):
     """
     from shap_e.rendering.color import srgb_to_linear
 
-    params = {k[len("nerstf."):]: v for k, v in _params(xm, latent).items()}
+    params = xm.renderer.mlp_params(_params(xm, latent))
     nerstf = xm.renderer.nerstf
 
     @torch.no_grad()
