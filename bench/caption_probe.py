@@ -1,0 +1,160 @@
+"""How much of a caption's category and colour can a text prior read from its sentence embedding?
+
+    python -m bench.caption_probe --n-train 640 --per-asset 16 --n-eval 480
+
+A linear probe (multinomial logistic regression) is fit on the sentence embeddings of the text
+prior's own training captions (`shap_e.train.latents.training_captions` of the `train` split), one
+probe for the category and one for the primary colour. It is then scored on the captions of the
+held-out splits: `heldout_pairs` (unseen category-colour pairs, training vocabulary) and
+`heldout_paraphrases` (held-out templates and synonyms). A probe is no prior, but where the probe
+cannot read the colour off an embedding, a prior conditioned on that embedding has nothing to read
+either. Reported: accuracy per split, on the captions that name two colours, and per colour word
+of the one-colour paraphrase captions; also the nearest core colour name of every held-out colour
+synonym by cosine similarity (`"a {word} cube"` against `"a {colour} cube"`). Writes
+`caption_probe_<time>.json` and `.md` to `--out-dir` and prints the tables.
+"""
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence
+
+import torch
+
+from bench.report import _write_atomic
+from shap_e.data import COLOURS, iter_dataset
+from shap_e.data.captions import COLOUR_SYNONYMS
+from shap_e.data.shapes import CATEGORIES
+
+ROOT = Path(__file__).resolve().parent.parent
+EVAL_SPLITS = ("heldout_pairs", "heldout_paraphrases")
+Embed = Callable[[List[str]], torch.Tensor]  # captions -> [n, width] float32
+
+
+def embed_all(embed: Embed, texts: Sequence[str], chunk: int = 256) -> torch.Tensor:
+    """`[len(texts), width]` embeddings, `chunk` captions per call."""
+    with torch.no_grad():
+        return torch.cat([embed(list(texts[i:i + chunk])).float() for i in range(0, len(texts), chunk)])
+
+
+def fit_linear_probe(x: torch.Tensor, labels: torch.Tensor, n_classes: int, steps: int = 300,
+                     lr: float = 1e-2, weight_decay: float = 1e-4, seed: int = 0) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Logistic regression of `labels [n]` on `x [n, width]` (full-batch Adam); returns `x -> [n]` predictions."""
+    torch.manual_seed(seed)
+    weight = torch.zeros(x.shape[1], n_classes, requires_grad=True)
+    bias = torch.zeros(n_classes, requires_grad=True)
+    optimizer = torch.optim.Adam([weight, bias], lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(x @ weight + bias, labels) + weight_decay * weight.square().sum()
+        loss.backward()
+        optimizer.step()
+    weight, bias = weight.detach(), bias.detach()
+    return lambda z: (z @ weight + bias).argmax(dim=1)
+
+
+def _two_colour(colours: Sequence[str]) -> bool:
+    return len(colours) == 2 and colours[0] != colours[1]
+
+
+def _colour_word(caption: str, colour: str) -> str:
+    train, heldout = COLOUR_SYNONYMS[colour]
+    padded = f" {caption.replace(',', ' ')} "
+    found = [w for w in train + heldout if f" {w} " in padded]
+    return max(found, key=len) if found else "?"
+
+
+def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval: int = 480, seed: int = 0) -> Dict[str, Any]:
+    """Fit the probes on `n_train` training assets x `per_asset` captions; score `n_eval` captions per held-out split."""
+    from shap_e.train.latents import training_captions
+
+    categories, colours = list(CATEGORIES), list(COLOURS)
+    texts, category_labels, colour_labels = [], [], []
+    for asset in iter_dataset("train", n_train, seed):
+        record = dict(category=asset.category, colours=list(asset.colours), proportion=asset.proportion,
+                      caption=asset.caption, seed=asset.seed)
+        for text in training_captions(record, per_asset, seed):
+            texts.append(text)
+            category_labels.append(categories.index(asset.category))
+            colour_labels.append(colours.index(asset.colours[0]))
+    x = embed_all(embed, texts)
+    category_probe = fit_linear_probe(x, torch.tensor(category_labels), len(categories), seed=seed)
+    colour_probe = fit_linear_probe(x, torch.tensor(colour_labels), len(colours), seed=seed)
+
+    result: Dict[str, Any] = dict(n_train_captions=len(texts), splits={})
+    for split in EVAL_SPLITS:
+        assets = list(iter_dataset(split, n_eval, seed))
+        z = embed_all(embed, [a.caption for a in assets])
+        category_ok = category_probe(z) == torch.tensor([categories.index(a.category) for a in assets])
+        predicted = colour_probe(z)
+        colour_ok = predicted == torch.tensor([colours.index(a.colours[0]) for a in assets])
+        two = torch.tensor([_two_colour(a.colours) for a in assets])
+        per_word, per_word_n = Counter(), Counter()
+        for asset, ok in zip(assets, colour_ok.tolist()):
+            if not _two_colour(asset.colours):
+                word = _colour_word(asset.caption, asset.colours[0])
+                per_word_n[word] += 1
+                per_word[word] += int(ok)
+        result["splits"][split] = dict(
+            n=len(assets), category=category_ok.float().mean().item(), colour=colour_ok.float().mean().item(),
+            n_two_colour=int(two.sum()), colour_two_colour=colour_ok[two].float().mean().item() if two.any() else None,
+            colour_one_colour=colour_ok[~two].float().mean().item(),
+            colour_by_word={w: [per_word[w], per_word_n[w]] for w in sorted(per_word_n)},
+        )
+    base = embed_all(embed, [f"a {c} cube" for c in colours])
+    nearest = {}
+    for colour in colours:
+        for word in COLOUR_SYNONYMS[colour][1]:
+            similarity = embed_all(embed, [f"a {word} cube"])[0] @ base.T
+            nearest[word] = dict(colour=colour, nearest=colours[int(similarity.argmax())])
+    result["heldout_colour_words_nearest"] = nearest
+    return result
+
+
+def markdown(result: Dict[str, Any], settings: Dict[str, Any]) -> str:
+    lines = ["# Caption probe: linear read-out of MiniLM caption embeddings", ""]
+    lines += [f"- {k}: {v}" for k, v in settings.items()]
+    lines += [f"- training captions: {result['n_train_captions']}", "",
+              "| split | n | category | colour | colour, one-colour captions | colour, two-colour captions (n) |",
+              "|---|---|---|---|---|---|"]
+    for split, r in result["splits"].items():
+        two = "-" if r["colour_two_colour"] is None else f"{r['colour_two_colour']:.3f} ({r['n_two_colour']})"
+        lines.append(f"| {split} | {r['n']} | {r['category']:.3f} | {r['colour']:.3f} | {r['colour_one_colour']:.3f} | {two} |")
+    words = result["splits"]["heldout_paraphrases"]["colour_by_word"]
+    lines += ["", "Colour read right per colour word (one-colour paraphrase captions):", "",
+              "| word | right / n |", "|---|---|"]
+    lines += [f"| {w} | {ok} / {n} |" for w, (ok, n) in words.items()]
+    nearest = result["heldout_colour_words_nearest"]
+    hits = sum(v["colour"] == v["nearest"] for v in nearest.values())
+    lines += ["", f"Held-out colour synonyms whose nearest colour name is their own: {hits} / {len(nearest)}", "",
+              "| word | colour | nearest |", "|---|---|---|"]
+    lines += [f"| {w} | {v['colour']} | {v['nearest']} |" for w, v in nearest.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n-train", type=int, default=640)
+    parser.add_argument("--per-asset", type=int, default=16)
+    parser.add_argument("--n-eval", type=int, default=480)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out-dir", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args(argv)
+    from shap_e.models.sentence_encoder import SentenceEncoder
+
+    encoder = SentenceEncoder.from_package()
+    settings = dict(n_train=args.n_train, per_asset=args.per_asset, n_eval=args.n_eval, seed=args.seed,
+                    threads=torch.get_num_threads())
+    result = caption_probe(encoder.embed_text, args.n_train, args.per_asset, args.n_eval, args.seed)
+    text = markdown(result, settings)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"caption_probe_{time.strftime('%Y%m%d-%H%M%S')}"
+    _write_atomic(stem.with_suffix(".json"), json.dumps(dict(settings=settings, result=result), indent=1))
+    _write_atomic(stem.with_suffix(".md"), text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
