@@ -22,10 +22,10 @@ from typing import Any, Callable, Dict, List, Sequence
 
 import torch
 
-from bench.report import _write_atomic
 from shap_e.data import COLOURS, iter_dataset
 from shap_e.data.captions import COLOUR_SYNONYMS
 from shap_e.data.shapes import CATEGORIES
+from shap_e.util.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_SPLITS = ("heldout_pairs", "heldout_paraphrases")
@@ -151,8 +151,8 @@ def main(argv=None) -> None:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"caption_probe_{time.strftime('%Y%m%d-%H%M%S')}"
-    _write_atomic(stem.with_suffix(".json"), json.dumps(dict(settings=settings, result=result), indent=1))
-    _write_atomic(stem.with_suffix(".md"), text)
+    write_atomic(stem.with_suffix(".json"), json.dumps(dict(settings=settings, result=result), indent=1))
+    write_atomic(stem.with_suffix(".md"), text)
     print(text)
 
 

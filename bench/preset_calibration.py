@@ -13,8 +13,6 @@ evaluations and the time. The pick is the fewest steps whose worst sample stays 
 """
 import argparse
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -24,6 +22,7 @@ import torch
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.diffusion.presets import get_preset
 from shap_e.diffusion.sample import sample_latents
+from shap_e.util.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 CANDIDATE_SAMPLER = "dpmpp_2m"
@@ -187,14 +186,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     """Run the calibration from the command line; returns the written `{"json", "md"}` paths."""
     args = parse_args(argv)
@@ -209,8 +200,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     stem = f"preset_calibration_{args.model}_{time.strftime('%Y%m%d-%H%M%S')}"
     paths = {"json": Path(args.out_dir) / f"{stem}.json", "md": Path(args.out_dir) / f"{stem}.md"}
     markdown = f"## `{args.model}`\n\n" + to_markdown(result)
-    _write_text(paths["json"], json.dumps(result, indent=2) + "\n")
-    _write_text(paths["md"], markdown + "\n")
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    write_atomic(paths["json"], json.dumps(result, indent=2) + "\n")
+    write_atomic(paths["md"], markdown + "\n")
     print(markdown)
     return paths
 

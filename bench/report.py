@@ -1,8 +1,9 @@
 """Turn the stage results into the JSON document and the Markdown table, written atomically."""
 import json
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
+
+from shap_e.util.atomic import write_atomic
 
 
 def add_efficiency(results: List[Dict[str, Any]]) -> None:
@@ -91,18 +92,12 @@ def markdown(doc: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_report(doc: Dict[str, Any], out_dir: Path) -> Dict[str, Path]:
     """Write `<out_dir>/<timestamp>.json` and `.md`; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / f"{doc['timestamp']}.json", "md": out_dir / f"{doc['timestamp']}.md"}
-    _write_atomic(paths["json"], json.dumps(doc, indent=2))
-    _write_atomic(paths["md"], markdown(doc))
+    write_atomic(paths["json"], json.dumps(doc, indent=2))
+    write_atomic(paths["md"], markdown(doc))
     return paths
 
 

@@ -11,8 +11,6 @@ Splits (``iter_dataset``/``write_dataset``):
 * ``"heldout_paraphrases"``: training pairs, captions from the held-out paraphrase set.
 """
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -22,6 +20,7 @@ import trimesh
 
 from shap_e.data.captions import caption
 from shap_e.data.shapes import CATEGORIES, MULTI_PART, Part, build_parts
+from shap_e.util.atomic import write_atomic
 
 __all__ = [
     "COLOURS",
@@ -221,17 +220,6 @@ def iter_dataset(
                              secondary_colour=secondary, paraphrase_set=paraphrase_set, random_yaw=random_yaw)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def write_dataset(
     directory: Union[str, Path], n: int, seed: int = 0, split: str = "train", random_yaw: bool = False
 ) -> Path:
@@ -245,12 +233,12 @@ def write_dataset(
     lines = []
     for i, asset in enumerate(iter_dataset(split, n, seed, random_yaw)):
         name = f"{i:06d}.ply"
-        _write_atomic(directory / name, asset.mesh.export(file_type="ply", encoding="binary"))
+        write_atomic(directory / name, asset.mesh.export(file_type="ply", encoding="binary"))
         record = dict(file=name, caption=asset.caption, category=asset.category, colours=list(asset.colours),
                       proportion=asset.proportion, seed=asset.seed, split=split, random_yaw=random_yaw)
         lines.append(json.dumps(record, sort_keys=True))
     captions_path = directory / "captions.jsonl"
-    _write_atomic(captions_path, "".join(line + "\n" for line in lines).encode("utf-8"))
+    write_atomic(captions_path, "".join(line + "\n" for line in lines).encode("utf-8"))
     return captions_path
 
 

@@ -24,6 +24,7 @@ import torch
 
 from shap_e.eval.classify import ShapeClassifier, build_classifier, dominant_color
 from shap_e.eval.metrics import EvalMesh, chamfer_and_color, to_eval_mesh, volumetric_iou
+from shap_e.util.atomic import write_atomic
 
 __all__ = [
     "LabelledPrompt",
@@ -318,17 +319,8 @@ def write_results(result: Dict[str, Any], path: Union[str, Path], title: Optiona
         raise ValueError(f"path must end in .json (the Markdown goes beside it), got {str(path)!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
     md_path = path.with_suffix(".md")
-    _write_atomic(path, json.dumps(result, indent=2, sort_keys=False) + "\n")
-    _write_atomic(md_path, markdown_report(result, title))
+    write_atomic(path, json.dumps(result, indent=2, sort_keys=False) + "\n")
+    write_atomic(md_path, markdown_report(result, title))
     return path, md_path
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise

@@ -6,7 +6,6 @@ coordinates (then .ply/.obj are byte-identical to the reference writers).
 """
 import json
 import os
-import secrets
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import trimesh
 from PIL import Image
 
 from shap_e.rendering.mesh import TorchMesh, TriMesh
+from shap_e.util.atomic import write_atomic
 
 __all__ = [
     "FORMATS",
@@ -288,29 +288,6 @@ def to_y_up(mesh: TriMesh) -> TriMesh:
     if mesh.normals is not None:
         normals = np.stack([mesh.normals[:, 0], mesh.normals[:, 2], -mesh.normals[:, 1]], axis=1)
     return TriMesh(rotated, mesh.faces, mesh.vertex_channels, mesh.face_channels, normals)
-
-
-def write_atomic(path: PathLike, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same directory and `os.replace`.
-
-    Readers never see a partial file, and a failure leaves nothing behind. Raises OSError naming `path`.
-    """
-    path = Path(path)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    created = False
-    try:
-        # os.open with mode 0o666 gives the file the permissions a plain open() would (umask applies).
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        created = True
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException as error:
-        if created:
-            tmp.unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from error
-        raise
 
 
 def _resolve_format(path: Path, format: Optional[str]) -> str:

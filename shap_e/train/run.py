@@ -22,6 +22,7 @@ import yaml
 
 from shap_e.models.configs import check_keys
 from shap_e.train.loop import TrainConfig, Trainer
+from shap_e.util.atomic import write_atomic
 
 DIFFUSION_KEYS = {"model", "diffusion", "data", "batch_size", "init", "normalize_latents", "train"}
 TRANSMITTER_KEYS = {
@@ -135,9 +136,7 @@ def latent_standardization(latents: torch.Tensor, min_std: float = 1e-3) -> Dict
 def write_yaml(config: Dict[str, Any], path: Path) -> None:
     """Write a config as YAML, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=120))
-    os.replace(tmp, path)
+    write_atomic(path, yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=120))
 
 
 def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:

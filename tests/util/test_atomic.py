@@ -1,0 +1,24 @@
+"""write_atomic: whole files or nothing."""
+import pytest
+
+from shap_e.util.atomic import write_atomic
+
+
+def test_writes_bytes_and_text_as_utf8_and_replaces_an_existing_file(tmp_path):
+    path = tmp_path / "out.txt"
+    write_atomic(path, b"old")
+    write_atomic(path, "grün\n")
+    assert path.read_bytes() == "grün\n".encode("utf-8")
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_a_failed_write_names_the_path_and_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "out.bin"
+    write_atomic(path, b"kept")
+    with pytest.raises(TypeError):
+        write_atomic(path, 123)  # not bytes: fails inside the write, after the temporary exists
+    assert path.read_bytes() == b"kept"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
+    missing = tmp_path / "no_such_dir" / "x.bin"
+    with pytest.raises(OSError, match="cannot write .*x.bin"):
+        write_atomic(missing, b"data")
