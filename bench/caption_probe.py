@@ -67,6 +67,9 @@ def _colour_word(caption: str, colour: str) -> str:
 
 def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval: int = 480, seed: int = 0) -> Dict[str, Any]:
     """Fit the probes on `n_train` training assets x `per_asset` captions; score `n_eval` captions per held-out split."""
+    for name, value in (("n_train", n_train), ("per_asset", per_asset), ("n_eval", n_eval)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
     from shap_e.train.latents import training_captions
 
     categories, colours = list(CATEGORIES), list(COLOURS)
@@ -102,13 +105,11 @@ def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval:
             colour_one_colour=colour_ok[~two].float().mean().item(),
             colour_by_word={w: [per_word[w], per_word_n[w]] for w in sorted(per_word_n)},
         )
-    base = embed_all(embed, [f"a {c} cube" for c in colours])
-    nearest = {}
-    for colour in colours:
-        for word in COLOUR_SYNONYMS[colour][1]:
-            similarity = embed_all(embed, [f"a {word} cube"])[0] @ base.T
-            nearest[word] = dict(colour=colour, nearest=colours[int(similarity.argmax())])
-    result["heldout_colour_words_nearest"] = nearest
+    pairs = [(word, colour) for colour in colours for word in COLOUR_SYNONYMS[colour][1]]
+    similarity = embed_all(embed, [f"a {w} cube" for w, _ in pairs]) @ embed_all(embed, [f"a {c} cube" for c in colours]).T
+    result["heldout_colour_words_nearest"] = {
+        word: dict(colour=colour, nearest=colours[int(row.argmax())]) for (word, colour), row in zip(pairs, similarity)
+    }
     return result
 
 

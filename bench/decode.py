@@ -31,6 +31,7 @@ import yaml
 from bench.measure import measure, proc_status_mb, reset_peak_rss
 from shap_e.models.configs import model_from_config
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
+from shap_e.util.atomic import write_atomic
 from shap_e.util.precision import resolve_query_dtype
 
 CONFIG = Path(__file__).resolve().parents[1] / "shap_e" / "configs" / "vector_decoder_config.yaml"
@@ -252,10 +253,7 @@ def save_rows(rows: List[Dict[str, Any]]) -> None:
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     fresh = {(row["stage"], row.get("latent")) for row in rows}
     merged = [row for row in old if (row["stage"], row.get("latent")) not in fresh] + rows
-    fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, prefix=".decode.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(merged, f, indent=1)
-    os.replace(tmp, RESULTS)
+    write_atomic(RESULTS, json.dumps(merged, indent=1))
 
 
 def _loadavg() -> Optional[str]:

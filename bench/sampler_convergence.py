@@ -5,8 +5,6 @@ text model of the golden file d (tests/golden/d_sample_latents.pt), its two text
 guidance 3 and one seed; prints a Markdown table and writes bench/results/sampler_convergence.json.
 """
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import torch
 from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
 from shap_e.diffusion.sample import sample_latents
 from shap_e.models.configs import model_from_config
+from shap_e.util.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "d_sample_latents.pt"
@@ -92,18 +91,11 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)
-
-
 def main() -> None:
     torch.set_num_threads(1)
     result = run()
-    _write_json(RESULTS, result)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(RESULTS, json.dumps(result, indent=2))
     print(to_markdown(result))
 
 

@@ -238,7 +238,7 @@ def write_dataset(
                       proportion=asset.proportion, seed=asset.seed, split=split, random_yaw=random_yaw)
         lines.append(json.dumps(record, sort_keys=True))
     captions_path = directory / "captions.jsonl"
-    write_atomic(captions_path, "".join(line + "\n" for line in lines).encode("utf-8"))
+    write_atomic(captions_path, "".join(line + "\n" for line in lines))
     return captions_path
 
 

@@ -1,4 +1,5 @@
 """The caption probe, with a bag-of-words text encoder whose behaviour is known exactly."""
+import pytest
 import torch
 
 from bench import caption_probe
@@ -39,3 +40,11 @@ def test_bag_of_words_reads_training_words_and_misses_heldout_colour_synonyms():
     assert rate(unseen) < 0.5 < rate(seen)
     text = caption_probe.markdown(result, dict(n_train=240))
     assert "| heldout_pairs | 48 |" in text and "| onyx |" in text
+
+
+@pytest.mark.parametrize("name", ["n_train", "per_asset", "n_eval"])
+def test_counts_below_one_are_rejected_by_name(name):
+    kwargs = dict(n_train=2, per_asset=1, n_eval=2)
+    kwargs[name] = 0
+    with pytest.raises(ValueError, match=f"{name} must be at least 1"):
+        caption_probe.caption_probe(bag_of_words, **kwargs)
