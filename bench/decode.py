@@ -19,8 +19,6 @@ and latent).
 import argparse
 import copy
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -31,7 +29,7 @@ import yaml
 from bench.measure import measure, proc_status_mb, reset_peak_rss
 from shap_e.models.configs import model_from_config
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
-from shap_e.util.atomic import write_atomic
+from shap_e.util.atomic import write_atomic, write_atomic_with
 from shap_e.util.precision import resolve_query_dtype
 
 CONFIG = Path(__file__).resolve().parents[1] / "shap_e" / "configs" / "vector_decoder_config.yaml"
@@ -103,10 +101,7 @@ def load_latent(kind: str, grid_size: int, seed: int, device: torch.device):
         return xm, torch.load(path, weights_only=True).to(device)
     latent = fit_sphere_latent(xm, latent, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".structured.")
-    os.close(fd)
-    torch.save(latent.cpu(), tmp)
-    os.replace(tmp, path)
+    write_atomic_with(path, lambda tmp: torch.save(latent.cpu(), tmp))
     return xm, latent
 
 

@@ -7,7 +7,6 @@ processes equals one process given the concatenation of the per-rank batches.
 """
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -18,6 +17,7 @@ import torch.nn as nn
 from tqdm.auto import tqdm
 
 from shap_e.train.ema import EMA
+from shap_e.util.atomic import write_atomic_with
 
 LossFn = Callable[[nn.Module, Any], Dict[str, torch.Tensor]]
 BatchFn = Callable[[int, int, int], Any]
@@ -73,9 +73,8 @@ def distributed_info() -> Tuple[int, int]:
 
 
 def atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    """`torch.save(obj, path)`, atomically."""
+    write_atomic_with(path, lambda tmp: torch.save(obj, tmp))
 
 
 class Trainer:

@@ -2,28 +2,39 @@
 import os
 import secrets
 from pathlib import Path
-from typing import Union
+from typing import Callable, Union
 
-__all__ = ["write_atomic"]
+__all__ = ["write_atomic", "write_atomic_with"]
 
 PathLike = Union[str, os.PathLike]
 
 
 def write_atomic(path: PathLike, data: Union[bytes, str]) -> None:
-    """Write `data` (bytes, or text as UTF-8) to `path` through a temporary file in the same
-    directory and `os.replace`. Raises OSError naming `path`.
-    """
-    path = Path(path)
+    """Write `data` (bytes, or text as UTF-8) to `path` atomically (see `write_atomic_with`)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    write_atomic_with(path, write)
+
+
+def write_atomic_with(path: PathLike, write: Callable[[Path], None]) -> None:
+    """Let `write(tmp)` fill a temporary file beside `path`, then move it onto `path` (`os.replace`).
+
+    The temporary ends in `path`'s own suffix (writers such as `torch.save` or imageio may pick the
+    format from it) and is removed when `write` fails. Raises OSError naming `path`.
+    """
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp{path.suffix}"
     created = False
     try:
-        # os.open with mode 0o666 gives the file the permissions a plain open() would (umask applies).
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        # Reserve the name (O_EXCL); mode 0o666 gives the permissions a plain open() would (umask applies).
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666))
         created = True
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        write(tmp)
         os.replace(tmp, path)
     except BaseException as error:
         if created:

@@ -6,8 +6,6 @@
 import base64
 import io
 import os
-import tempfile
-from pathlib import Path
 from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
@@ -16,6 +14,7 @@ from PIL import Image
 
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
 from shap_e.rendering.mesh import TorchMesh
+from shap_e.util.atomic import write_atomic, write_atomic_with
 
 __all__ = [
     "create_pan_cameras",
@@ -161,7 +160,7 @@ def gif_widget(images: Sequence[Image.Image]) -> Any:
 
 def save_gif(images: Sequence[Image.Image], path: PathLike, duration_ms: int = GIF_FRAME_MS) -> None:
     """Write `images` as a looping animated GIF, atomically."""
-    _write_atomic(path, lambda f: f.write(_gif_bytes(images, duration_ms)))
+    write_atomic(path, _gif_bytes(images, duration_ms))
 
 
 def save_mp4(images: Sequence[Image.Image], path: PathLike, fps: int = 10) -> None:
@@ -174,15 +173,7 @@ def save_mp4(images: Sequence[Image.Image], path: PathLike, fps: int = 10) -> No
             "save_gif needs nothing extra"
         ) from e
     frames = [np.asarray(_check_image(im).convert("RGB")) for im in _check_images(images)]
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".mp4")
-    os.close(fd)
-    try:
-        imageio.mimwrite(tmp, frames, fps=fps, codec="libx264")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomic_with(path, lambda tmp: imageio.mimwrite(tmp, frames, fps=fps, codec="libx264"))
 
 
 def _params(xm: Any, latent: torch.Tensor):
@@ -222,15 +213,3 @@ def _check_image(image: Any) -> Image.Image:
     if not isinstance(image, Image.Image):
         raise ValueError(f"expected PIL images, got {type(image).__name__}; convert with PIL.Image.fromarray")
     return image
-
-
-def _write_atomic(path: PathLike, write) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

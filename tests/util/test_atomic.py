@@ -22,3 +22,38 @@ def test_a_failed_write_names_the_path_and_leaves_the_old_file_and_no_temporary(
     missing = tmp_path / "no_such_dir" / "x.bin"
     with pytest.raises(OSError, match="cannot write .*x.bin"):
         write_atomic(missing, b"data")
+
+
+def test_write_atomic_with_hands_the_writer_a_temporary_with_the_target_suffix(tmp_path):
+    import torch
+
+    from shap_e.util.atomic import write_atomic_with
+
+    path = tmp_path / "state.pt"
+    seen = []
+
+    def save(tmp):
+        seen.append(tmp)
+        assert tmp.parent == tmp_path and tmp.suffix == ".pt" and tmp != path
+        torch.save({"x": torch.arange(3)}, tmp)
+
+    write_atomic_with(path, save)
+    assert torch.equal(torch.load(path, weights_only=True)["x"], torch.arange(3))
+    assert not seen[0].exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["state.pt"]
+
+
+def test_write_atomic_with_keeps_the_old_file_when_the_writer_fails_halfway(tmp_path):
+    from shap_e.util.atomic import write_atomic_with
+
+    path = tmp_path / "out.bin"
+    write_atomic(path, b"kept")
+
+    def half_then_fail(tmp):
+        tmp.write_bytes(b"half")
+        raise RuntimeError("writer failed")
+
+    with pytest.raises(RuntimeError, match="writer failed"):
+        write_atomic_with(path, half_then_fail)
+    assert path.read_bytes() == b"kept"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
