@@ -77,11 +77,25 @@ class DiffusionBatch:
 
 
 def diffusion_batch_fn(
-    dataset: LatentDataset, num_timesteps: int, batch_size: int, seed: int, cond_drop_prob: float
+    dataset: LatentDataset, num_timesteps: int, batch_size: int, seed: int, cond_drop_prob: float,
+    condition_noise: float = 0.0,
 ) -> Callable[[int, int, int], DiffusionBatch]:
-    """Draws everything random in a step from `step_generator(seed, step, rank)`."""
+    """Draws everything random in a step from `step_generator(seed, step, rank)`.
+
+    condition_noise: for embedding conditions `[n, D]`, the std of Gaussian noise added to every
+        coordinate of a drawn embedding, which is then scaled back to its own norm (a unit-norm
+        MiniLM vector stays unit-norm). The prior then sees a neighbourhood of each training
+        caption instead of the caption alone, as unseen paraphrases land there. 0 adds nothing and
+        draws nothing (the batches are those of a run without the option).
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be at least 1")
+    if condition_noise < 0:
+        raise ValueError(f"condition_noise={condition_noise} must be at least 0")
+    if condition_noise and dataset.conditions.dim() != 2:
+        raise ValueError(
+            f"condition_noise applies to embedding conditions [n, D]; these are {list(dataset.conditions.shape)}"
+        )
 
     def batch_fn(step: int, rank: int, world_size: int) -> DiffusionBatch:
         g = step_generator(seed, step, rank)
@@ -95,10 +109,19 @@ def diffusion_batch_fn(
             if cond.dtype == torch.uint8:
                 cond = cond.float() / 127.5 - 1
             return DiffusionBatch(x_start, t, noise, cond, keep)
+        if condition_noise:
+            cond = perturb_embeddings(cond, condition_noise, g)
         cond = cond * keep.view(-1, *([1] * (cond.dim() - 1))).to(cond.dtype)
         return DiffusionBatch(x_start, t, noise, cond, keep)
 
     return batch_fn
+
+
+def perturb_embeddings(embeddings: torch.Tensor, std: float, generator: torch.Generator) -> torch.Tensor:
+    """`[batch, D]` embeddings plus N(0, std^2) noise per coordinate, each row rescaled to its old norm."""
+    noisy = embeddings + std * torch.randn(embeddings.shape, generator=generator)
+    norm = embeddings.norm(dim=-1, keepdim=True)
+    return noisy * (norm / noisy.norm(dim=-1, keepdim=True).clamp(min=1e-12))
 
 
 def diffusion_loss_fn(diffusion: GaussianDiffusion, device: torch.device):

@@ -11,7 +11,8 @@ name), `data` (a latent dataset file, see
 e.g. `text300M` for fine-tuning), `normalize_latents` (optional, default false: standardise every
 latent dimension with the data's mean and standard deviation, through the diffusion's
 `channel_scales`/`channel_biases`; the diffusion config used is written to `out_dir/diffusion.yaml`,
-and sampling needs that config) and `train` (the fields of `TrainConfig`).
+and sampling needs that config), `condition_noise` (optional, default 0: text-embedding augmentation,
+see `diffusion_batch_fn`) and `train` (the fields of `TrainConfig`).
 """
 import os
 from pathlib import Path
@@ -24,7 +25,9 @@ from shap_e.models.configs import check_keys
 from shap_e.train.loop import TrainConfig, Trainer
 from shap_e.util.atomic import write_atomic
 
-DIFFUSION_KEYS = {"model", "diffusion", "data", "batch_size", "init", "normalize_latents", "train"}
+DIFFUSION_KEYS = {
+    "model", "diffusion", "data", "batch_size", "init", "normalize_latents", "condition_noise", "train",
+}
 TRANSMITTER_KEYS = {
     "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
     "point_candidates", "init", "train",
@@ -107,7 +110,8 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
     diffusion = diffusion_from_config(diffusion_config)
     p_drop = take_over_cond_dropout(model)
     batch_fn = diffusion_batch_fn(
-        dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop
+        dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop,
+        condition_noise=float(config.get("condition_noise", 0.0)),
     )
     trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
     if trainer.rank == 0:

@@ -147,3 +147,32 @@ def test_latent_standardization_ignores_repetition_and_floors_constant_dimension
     assert once == repeated
     assert once["channel_scales"][3] == pytest.approx(1e3)  # std 0 floored at min_std
     assert once["channel_biases"][3] == pytest.approx(-1e3)
+
+
+def test_condition_noise_zero_leaves_the_batches_of_a_run_without_it():
+    plain = diffusion_batch_fn(tiny_dataset(), 64, batch_size=8, seed=1, cond_drop_prob=0.5)(3, 0, 1)
+    zero = diffusion_batch_fn(tiny_dataset(), 64, batch_size=8, seed=1, cond_drop_prob=0.5, condition_noise=0.0)(3, 0, 1)
+    for name in ("x_start", "t", "noise", "conditions", "keep"):
+        assert torch.equal(getattr(plain, name), getattr(zero, name)), name
+
+
+def test_condition_noise_perturbs_kept_embeddings_keeps_their_norm_and_is_seeded():
+    data = tiny_dataset()
+    plain = diffusion_batch_fn(data, 64, batch_size=8, seed=1, cond_drop_prob=0.5)(3, 0, 1)
+    noisy_fn = diffusion_batch_fn(data, 64, batch_size=8, seed=1, cond_drop_prob=0.5, condition_noise=0.05)
+    noisy, again = noisy_fn(3, 0, 1), noisy_fn(3, 0, 1)
+    assert torch.equal(noisy.conditions, again.conditions)
+    assert torch.equal(noisy.keep, plain.keep) and torch.equal(noisy.noise, plain.noise)
+    kept = noisy.keep
+    assert 0 < kept.sum() < 8
+    assert torch.allclose(noisy.conditions[kept].norm(dim=1), torch.ones(int(kept.sum())), atol=1e-5)
+    assert torch.all(noisy.conditions[~kept] == 0)  # CFG-dropped rows stay the unconditional zeros
+    cosine = (noisy.conditions[kept] * plain.conditions[kept]).sum(dim=1)
+    assert torch.all(cosine < 0.9999) and torch.all(cosine > 0.5)  # moved, but near the caption
+
+
+def test_condition_noise_rejects_negative_values_and_pixel_conditions():
+    with pytest.raises(ValueError, match="condition_noise=-0.1"):
+        diffusion_batch_fn(tiny_dataset(), 64, batch_size=8, seed=1, cond_drop_prob=0.5, condition_noise=-0.1)
+    with pytest.raises(ValueError, match="condition_noise applies to embedding"):
+        diffusion_batch_fn(tiny_pixel_dataset(), 64, batch_size=8, seed=1, cond_drop_prob=0.5, condition_noise=0.1)

@@ -52,6 +52,19 @@ def test_train_starts_from_given_weights(tmp_path):
         torch.testing.assert_close(trained[key], value, atol=1e-6, rtol=0)
 
 
+def test_condition_noise_in_the_config_reaches_the_batches(tmp_path):
+    train = {"steps": 2, "lr": 1e-3, "progress": False, "ema_decay": 0.0, "seed": 3}
+    weights = {}
+    for noise in (0.0, 0.2):
+        run = tmp_path / f"noise{noise}"
+        run.mkdir()
+        config = write_config(run, condition_noise=noise, train=dict(train, out_dir=str(run / "run")))
+        assert main(["train", "text", "--config", str(config)]) == 0
+        weights[noise] = load_file(str(run / "run" / "model.safetensors"))
+    key = "wrapped.clip_embed.weight"
+    assert not torch.equal(weights[0.0][key], weights[0.2][key])
+
+
 def test_unknown_training_key_is_a_one_line_error(tmp_path, capsys):
     assert main(["train", "text", "--config", str(write_config(tmp_path, bach_size=3))]) == 2
     assert "unknown key(s) ['bach_size']" in capsys.readouterr().err
