@@ -130,12 +130,29 @@ def run_generate(args) -> None:
         image = read_image(args.image)
         jobs = [(Path(args.image).name, {"images": [image] * args.batch})]
     name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
+    if args.kind == "text":
+        note_unseen_words(name, [label for label, _ in jobs])
     device = pick_device(args.device)
     models = load_pipeline(name, device, args.cache_dir)
     if args.guidance is None:
         args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
     for label, model_kwargs in distributed_share(jobs):
         generate_one(models, name, label, model_kwargs, formats, device, args)
+
+
+def note_unseen_words(name: str, prompts: List[str]) -> None:
+    """`text-small` learnt a toy vocabulary: name the words of each prompt its training captions never
+    used (such words pull little or at random on what it draws; see model_cards/text-small.md)."""
+    if name != SMALL["text"]:
+        return
+    from shap_e.data.captions import training_vocabulary, words
+
+    vocabulary = training_vocabulary()
+    for prompt in prompts:
+        unseen = sorted(words(prompt) - vocabulary)
+        if unseen:
+            say(f"note: {name} never saw {', '.join(unseen)} in training (prompt {prompt!r}); it knows twelve "
+                "object kinds and twelve colours, see model_cards/text-small.md")
 
 
 def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:

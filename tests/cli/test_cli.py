@@ -184,3 +184,14 @@ def test_guidance_defaults_to_the_models_recommended_value(tiny_models, capsys, 
         assert main(common + ["-o", str(tiny_models / out)] + extra) == 0, capsys.readouterr().err
         meta = json.loads((tiny_models / out / "a_red_cube_seed0" / "meta.json").read_text())
         assert meta["guidance"] == guidance
+
+
+def test_text_small_names_the_prompt_words_it_never_saw_in_training(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SHAP_E_CACHE", str(tmp_path / "cache"))
+    common = ["text", "--model", "text-small", "--preset", "fast", "--grid-size", "16", "--format", "ply"]
+    assert main(common + ["a jade dragon", "-o", str(tmp_path / "odd")]) == 0
+    err = capsys.readouterr().err
+    assert "note: text-small never saw dragon, jade in training (prompt 'a jade dragon')" in err
+    assert list((tmp_path / "odd").glob("*/mesh.ply"))  # a note, not an error: the sample is still written
+    assert main(common + ["a crimson box", "-o", str(tmp_path / "known")]) == 0
+    assert "never saw" not in capsys.readouterr().err
