@@ -1,6 +1,6 @@
 """How much of a caption's category and colour can a text prior read from its sentence embedding?
 
-    python -m bench.caption_probe --n-train 640 --per-asset 16 --n-eval 480
+    python -m bench.caption_probe --n-train 640 --per-asset 16 --n-eval 480 [--pooling attention]
 
 A linear probe (multinomial logistic regression) is fit on the sentence embeddings of the text
 prior's own training captions (`shap_e.train.latents.training_captions` of the `train` split), one
@@ -11,14 +11,19 @@ cannot read the colour off an embedding, a prior conditioned on that embedding h
 either. Reported: accuracy per split, on the captions that name two colours, and per colour word
 of the one-colour paraphrase captions; also the nearest core colour name of every held-out colour
 synonym by cosine similarity (`"a {word} cube"` against `"a {colour} cube"`). Writes
-`caption_probe_<time>.json` and `.md` to `--out-dir` and prints the tables.
+`caption_probe_<pooling>_<time>.json` and `.md` to `--out-dir` and prints the tables.
+
+With `--pooling attention` the probes read the encoder's token states instead of their mean: each
+probe learns one attention query that pools the tokens, then a linear read-out. That is what a prior
+conditioned on the token sequence could read (word order included), where the mean-pooled embedding
+is what `text-small` is conditioned on.
 """
 import argparse
 import json
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -29,13 +34,53 @@ from shap_e.util.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_SPLITS = ("heldout_pairs", "heldout_paraphrases")
+POOLINGS = ("mean", "attention")
 Embed = Callable[[List[str]], torch.Tensor]  # captions -> [n, width] float32
+TokenStates = Callable[[List[str]], Tuple[torch.Tensor, torch.Tensor]]  # -> [n, tokens, width], [n, tokens] bool
 
 
 def embed_all(embed: Embed, texts: Sequence[str], chunk: int = 256) -> torch.Tensor:
     """`[len(texts), width]` embeddings, `chunk` captions per call."""
     with torch.no_grad():
         return torch.cat([embed(list(texts[i:i + chunk])).float() for i in range(0, len(texts), chunk)])
+
+
+def token_states_all(token_states: TokenStates, texts: Sequence[str], chunk: int = 256) -> Tuple[torch.Tensor, torch.Tensor]:
+    """`[len(texts), tokens, width]` states and `[len(texts), tokens]` mask, chunks padded to the longest."""
+    with torch.no_grad():
+        parts = [token_states(list(texts[i:i + chunk])) for i in range(0, len(texts), chunk)]
+    length = max(states.shape[1] for states, _ in parts)
+    states = torch.cat([torch.nn.functional.pad(h.float(), (0, 0, 0, length - h.shape[1])) for h, _ in parts])
+    mask = torch.cat([torch.cat([m.bool(), m.new_zeros(m.shape[0], length - m.shape[1]).bool()], dim=1) for _, m in parts])
+    return states, mask
+
+
+def fit_attention_probe(features: Tuple[torch.Tensor, torch.Tensor], labels: torch.Tensor, n_classes: int,
+                        steps: int = 400, lr: float = 3e-3, batch_size: int = 512, seed: int = 0):
+    """One learned attention query pools `states [n, tokens, width]` over the `mask`ed tokens, then a
+    linear read-out; minibatch Adam. Returns `(states, mask) -> [n]` predictions."""
+    states, mask = features
+    torch.manual_seed(seed)
+    query, readout = torch.nn.Linear(states.shape[2], 1), torch.nn.Linear(states.shape[2], n_classes)
+
+    def logits(h: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        weights = query(h).squeeze(-1).masked_fill(~m, float("-inf")).softmax(dim=-1)  # [n, tokens]
+        return readout((weights.unsqueeze(-1) * h).sum(dim=1))
+
+    optimizer = torch.optim.Adam([*query.parameters(), *readout.parameters()], lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        index = torch.randint(0, len(labels), (min(batch_size, len(labels)),), generator=generator)
+        loss = torch.nn.functional.cross_entropy(logits(states[index], mask[index]), labels[index])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    def predict(z: Tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return logits(*z).argmax(dim=1)
+
+    return predict
 
 
 def fit_linear_probe(x: torch.Tensor, labels: torch.Tensor, n_classes: int, steps: int = 300,
@@ -65,8 +110,13 @@ def _colour_word(caption: str, colour: str) -> str:
     return max(found, key=len) if found else "?"
 
 
-def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval: int = 480, seed: int = 0) -> Dict[str, Any]:
-    """Fit the probes on `n_train` training assets x `per_asset` captions; score `n_eval` captions per held-out split."""
+def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval: int = 480, seed: int = 0,
+                  token_states: Optional[TokenStates] = None) -> Dict[str, Any]:
+    """Fit the probes on `n_train` training assets x `per_asset` captions; score `n_eval` captions per held-out split.
+
+    token_states: when given, the probes are attention-pooled over these token states
+        (`fit_attention_probe`) instead of linear on `embed`; the nearest-colour table still uses `embed`.
+    """
     for name, value in (("n_train", n_train), ("per_asset", per_asset), ("n_eval", n_eval)):
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
@@ -81,14 +131,20 @@ def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval:
             texts.append(text)
             category_labels.append(categories.index(asset.category))
             colour_labels.append(colours.index(asset.colours[0]))
-    x = embed_all(embed, texts)
-    category_probe = fit_linear_probe(x, torch.tensor(category_labels), len(categories), seed=seed)
-    colour_probe = fit_linear_probe(x, torch.tensor(colour_labels), len(colours), seed=seed)
+    if token_states is None:
+        features = lambda t: embed_all(embed, t)  # noqa: E731
+        fit = fit_linear_probe
+    else:
+        features = lambda t: token_states_all(token_states, t)  # noqa: E731
+        fit = fit_attention_probe
+    x = features(texts)
+    category_probe = fit(x, torch.tensor(category_labels), len(categories), seed=seed)
+    colour_probe = fit(x, torch.tensor(colour_labels), len(colours), seed=seed)
 
     result: Dict[str, Any] = dict(n_train_captions=len(texts), splits={})
     for split in EVAL_SPLITS:
         assets = list(iter_dataset(split, n_eval, seed))
-        z = embed_all(embed, [a.caption for a in assets])
+        z = features([a.caption for a in assets])
         category_ok = category_probe(z) == torch.tensor([categories.index(a.category) for a in assets])
         predicted = colour_probe(z)
         colour_ok = predicted == torch.tensor([colours.index(a.colours[0]) for a in assets])
@@ -114,7 +170,8 @@ def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval:
 
 
 def markdown(result: Dict[str, Any], settings: Dict[str, Any]) -> str:
-    lines = ["# Caption probe: linear read-out of MiniLM caption embeddings", ""]
+    pooled = "attention-pooled token states" if settings.get("pooling") == "attention" else "mean-pooled embeddings"
+    lines = [f"# Caption probe: read-out of MiniLM caption {pooled}", ""]
     lines += [f"- {k}: {v}" for k, v in settings.items()]
     lines += [f"- training captions: {result['n_train_captions']}", "",
               "| split | n | category | colour | colour, one-colour captions | colour, two-colour captions (n) |",
@@ -140,18 +197,22 @@ def main(argv=None) -> None:
     parser.add_argument("--per-asset", type=int, default=16)
     parser.add_argument("--n-eval", type=int, default=480)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pooling", choices=POOLINGS, default="mean",
+                        help="mean: linear probe on the sentence embedding (what text-small sees); attention: "
+                        "attention-pooled probe on the token states")
     parser.add_argument("--out-dir", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args(argv)
     from shap_e.models.sentence_encoder import SentenceEncoder
 
     encoder = SentenceEncoder.from_package()
     settings = dict(n_train=args.n_train, per_asset=args.per_asset, n_eval=args.n_eval, seed=args.seed,
-                    threads=torch.get_num_threads())
-    result = caption_probe(encoder.embed_text, args.n_train, args.per_asset, args.n_eval, args.seed)
+                    pooling=args.pooling, threads=torch.get_num_threads())
+    result = caption_probe(encoder.embed_text, args.n_train, args.per_asset, args.n_eval, args.seed,
+                           token_states=encoder.token_states if args.pooling == "attention" else None)
     text = markdown(result, settings)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"caption_probe_{time.strftime('%Y%m%d-%H%M%S')}"
+    stem = out / f"caption_probe_{args.pooling}_{time.strftime('%Y%m%d-%H%M%S')}"
     write_atomic(stem.with_suffix(".json"), json.dumps(dict(settings=settings, result=result), indent=1))
     write_atomic(stem.with_suffix(".md"), text)
     print(text)

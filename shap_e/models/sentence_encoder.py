@@ -87,16 +87,25 @@ class SentenceEncoder:
 
         Texts longer than 256 tokens are truncated, as sentence-transformers does.
         """
+        hidden, mask = self.token_states(texts)
+        weights = mask.unsqueeze(-1).to(hidden.dtype)  # [B, n_tokens, 1]
+        pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+    @torch.no_grad()
+    def token_states(self, texts: Sequence[str]):
+        """The last hidden states before pooling: ``[len(texts), n_tokens, embedding_dim]`` float32 and
+        the ``[len(texts), n_tokens]`` bool mask of real (not padding) tokens; n_tokens is the longest
+        text's token count (at most 256)."""
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise ValueError("texts must be a sequence of strings (wrap a single caption in a list)")
         if len(texts) == 0:
-            return torch.zeros(0, self.embedding_dim, device=self.device)
+            return (torch.zeros(0, 0, self.embedding_dim, device=self.device),
+                    torch.zeros(0, 0, dtype=torch.bool, device=self.device))
         batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=_MAX_LENGTH,
                                return_tensors="pt").to(self.device)
-        hidden = self.model(**batch).last_hidden_state.float()  # [B, n_tokens, D]
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [B, n_tokens, 1]
-        pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(pooled, dim=-1)
+        hidden = self.model(**batch).last_hidden_state.float()
+        return hidden, batch["attention_mask"].bool()
 
     def to(self, device: Union[str, torch.device]) -> "SentenceEncoder":
         """Move the encoder (loaded or not) to ``device``; returns self."""

@@ -42,6 +42,58 @@ def test_bag_of_words_reads_training_words_and_misses_heldout_colour_synonyms():
     assert "| heldout_pairs | 48 |" in text and "| onyx |" in text
 
 
+def ordered_pairs(n: int, n_words: int = 6, seed: int = 0):
+    """Two different words per sequence, each token one-hot in word and in position: the label is
+    the first word, which the mean over tokens (the same for both orders) cannot tell."""
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(0, n_words, (n,), generator=g)
+    second = (first + torch.randint(1, n_words, (n,), generator=g)) % n_words
+    states = torch.zeros(n, 3, n_words + 3)
+    for position, word in enumerate((first, second)):
+        states[torch.arange(n), position, word] = 1.0
+        states[:, position, n_words + position] = 1.0
+    mask = torch.tensor([True, True, False]).expand(n, 3).clone()  # the third token is padding
+    states[:, 2] = 100.0  # padding must not leak into the pooled state
+    return states, mask, first
+
+
+def test_the_attention_probe_reads_word_order_that_the_mean_cannot():
+    states, mask, first = ordered_pairs(600)
+    test_states, test_mask, test_first = ordered_pairs(200, seed=1)
+    attention = caption_probe.fit_attention_probe((states, mask), first, 6, steps=300, lr=3e-2)
+    assert (attention((test_states, test_mask)) == test_first).float().mean() > 0.95
+    mean = lambda h, m: (h * m.unsqueeze(-1)).sum(1) / m.sum(1, keepdim=True)  # noqa: E731
+    linear = caption_probe.fit_linear_probe(mean(states, mask), first, 6)
+    assert (linear(mean(test_states, test_mask)) == test_first).float().mean() < 0.7
+
+
+def test_token_states_of_chunks_are_padded_to_the_longest():
+    def token_states(texts):
+        n = max(len(t.split()) for t in texts)
+        mask = torch.tensor([[i < len(t.split()) for i in range(n)] for t in texts])
+        return torch.ones(len(texts), n, 2), mask
+
+    states, mask = caption_probe.token_states_all(token_states, ["a b", "a b c d", "a"], chunk=1)
+    assert states.shape == (3, 4, 2) and mask.sum(dim=1).tolist() == [2, 4, 1]
+    assert torch.equal(states[0, 2:], torch.zeros(2, 2))
+
+
+def test_attention_pooling_runs_the_whole_probe_with_token_states():
+    def token_states(texts):  # bag of words as one token per word, so pooling can only reweight words
+        rows = [[w for w in words(t) if w in VOCAB] or ["a"] for t in texts]
+        n = max(len(r) for r in rows)
+        states, mask = torch.zeros(len(texts), n, len(VOCAB)), torch.zeros(len(texts), n, dtype=torch.bool)
+        for i, row in enumerate(rows):
+            for j, w in enumerate(row):
+                states[i, j, VOCAB.index(w)], mask[i, j] = 1.0, True
+        return states, mask
+
+    result = caption_probe.caption_probe(bag_of_words, n_train=240, per_asset=4, n_eval=48, token_states=token_states)
+    assert result["splits"]["heldout_pairs"]["category"] > 0.75
+    text = caption_probe.markdown(result, dict(pooling="attention"))
+    assert text.startswith("# Caption probe: read-out of MiniLM caption attention-pooled token states")
+
+
 @pytest.mark.parametrize("name", ["n_train", "per_asset", "n_eval"])
 def test_counts_below_one_are_rejected_by_name(name):
     kwargs = dict(n_train=2, per_asset=1, n_eval=2)

@@ -76,3 +76,17 @@ def test_a_bare_string_is_rejected_with_a_hint(encoder):
 def test_a_folder_without_config_is_rejected(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         SentenceEncoder(tmp_path)
+
+
+def test_token_states_are_what_the_embedding_pools_and_mask_the_padding(encoder):
+    states, mask = encoder.token_states([CAPTIONS[0], CAPTIONS[2]])
+    assert states.shape[:2] == mask.shape and states.shape[2] == 384 and mask.dtype == torch.bool
+    lengths = mask.sum(dim=1)
+    assert lengths[0] != lengths[1] and bool(mask[:, 0].all())  # different lengths: one row is padded
+    pooled = torch.stack([states[i, mask[i]].mean(dim=0) for i in range(2)])
+    torch.testing.assert_close(torch.nn.functional.normalize(pooled, dim=-1),
+                               encoder.embed_text([CAPTIONS[0], CAPTIONS[2]]), atol=1e-6, rtol=0)
+    empty_states, empty_mask = encoder.token_states([])
+    assert empty_states.shape == (0, 0, 384) and empty_mask.shape == (0, 0)
+    with pytest.raises(ValueError, match="wrap a single caption"):
+        encoder.token_states("a red cube")
