@@ -51,7 +51,7 @@ def token_states_all(token_states: TokenStates, texts: Sequence[str], chunk: int
         parts = [token_states(list(texts[i:i + chunk])) for i in range(0, len(texts), chunk)]
     length = max(states.shape[1] for states, _ in parts)
     states = torch.cat([torch.nn.functional.pad(h.float(), (0, 0, 0, length - h.shape[1])) for h, _ in parts])
-    mask = torch.cat([torch.cat([m.bool(), m.new_zeros(m.shape[0], length - m.shape[1]).bool()], dim=1) for _, m in parts])
+    mask = torch.cat([torch.nn.functional.pad(m.long(), (0, length - m.shape[1])).bool() for _, m in parts])
     return states, mask
 
 

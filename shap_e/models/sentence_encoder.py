@@ -7,7 +7,7 @@ model (Transformer -> mean Pooling -> Normalize, ``max_seq_length`` 256).
 """
 import json
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any, Sequence, Tuple, Union
 
 import torch
 
@@ -93,7 +93,7 @@ class SentenceEncoder:
         return torch.nn.functional.normalize(pooled, dim=-1)
 
     @torch.no_grad()
-    def token_states(self, texts: Sequence[str]):
+    def token_states(self, texts: Sequence[str]) -> Tuple[torch.Tensor, torch.Tensor]:
         """The last hidden states before pooling: ``[len(texts), n_tokens, embedding_dim]`` float32 and
         the ``[len(texts), n_tokens]`` bool mask of real (not padding) tokens; n_tokens is the longest
         text's token count (at most 256)."""

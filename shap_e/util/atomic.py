@@ -11,14 +11,8 @@ PathLike = Union[str, os.PathLike]
 
 def write_atomic(path: PathLike, data: Union[bytes, str]) -> None:
     """Write `data` (bytes, or text as UTF-8) to `path` atomically (see `write_atomic_with`)."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
-            f.write(data)
-
-    write_atomic_with(path, write)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    write_atomic_with(path, lambda tmp: tmp.write_bytes(payload))
 
 
 def write_atomic_with(path: PathLike, write: Callable[[Path], None]) -> None:
