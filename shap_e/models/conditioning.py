@@ -2,7 +2,7 @@
 
 A diffusion prior only needs fixed-width features. CLIP (``shap_e.models.clip.FrozenCLIP``), the
 MiniLM sentence encoder (``shap_e.models.sentence_encoder``) and the small from-scratch image encoder
-(``shap_e.models.image_encoder``) all expose the same two methods, so the prior and the training code
+(``shap_e.models.image_encoder``) implement the Protocols below, so the prior and the training code
 are written against these Protocols and never against a concrete encoder.
 
 `conditioning_embeddings` turns a batch's `texts=`/`images=`/`embeddings=` into the prior's
@@ -12,7 +12,7 @@ from typing import Any, List, Optional, Protocol, Sequence, Tuple, Union, runtim
 
 import torch
 
-__all__ = ["FEATURE_SHAPES", "ImageGridConditioner", "TextConditioner", "conditioning_embeddings"]
+__all__ = ["FEATURE_SHAPES", "ImageGridConditioner", "TextConditioner", "TextGridConditioner", "conditioning_embeddings"]
 
 
 @runtime_checkable
@@ -34,6 +34,24 @@ class TextConditioner(Protocol):
 
 
 @runtime_checkable
+class TextGridConditioner(Protocol):
+    """Maps captions to their token states, a channel-major grid like an image's patch features.
+
+    A prior conditioned on every token, not one pooled vector, can tell which colour a caption gives
+    to which part ("a lamp with a red base and a blue shade").
+    """
+
+    @property
+    def embedding_dim(self) -> int:
+        """Channels of the grids returned by :meth:`embed_text_grid` (384 for MiniLM-L6)."""
+        ...
+
+    def embed_text_grid(self, texts: Sequence[str], n_tokens: int) -> torch.Tensor:
+        """``[len(texts), embedding_dim, n_tokens]`` float32; columns past a text's last token are zero."""
+        ...
+
+
+@runtime_checkable
 class ImageGridConditioner(Protocol):
     """Maps images to a channel-major grid of tokens, like CLIP's patch features for image300M.
 
@@ -50,8 +68,9 @@ class ImageGridConditioner(Protocol):
         ...
 
 
-# Feature shapes of ViT-L/14, used for all-zero (unconditional) batches with nothing to embed.
-FEATURE_SHAPES = {"text": (768,), "image": (768,), "image_grid": (1024, 256)}
+# Feature shapes of ViT-L/14, used for all-zero (unconditional) batches with nothing to embed. A text
+# grid has no release shape: its (channels, n_tokens) come from the prior (`feature_shape`).
+FEATURE_SHAPES = {"text": (768,), "image": (768,), "image_grid": (1024, 256), "text_grid": None}
 
 
 def _per_row(values: Any, batch_size: int, name: str) -> List[Any]:
@@ -85,11 +104,14 @@ def conditioning_embeddings(
     """Per-element CLIP conditioning for the diffusion models, zeros where an element has none.
 
     :param kind: `"text"` or `"image"`: `[batch, 768]` unit vectors (an element may be a text, an
-        image or a precomputed embedding); `"image_grid"`: `[batch, 1024, 256]` grids.
+        image or a precomputed embedding); `"image_grid"`: `[batch, 1024, 256]` grids;
+        `"text_grid"`: `[batch, channels, n_tokens]` caption token states (`TextGridConditioner`;
+        texts or embeddings, and `feature_shape=(channels, n_tokens)` is required).
     :param embeddings: precomputed rows, used as given (cast to float32); they bypass CLIP entirely.
     :param clip: the encoder to embed with (CLIP, or any `TextConditioner`/`ImageGridConditioner`);
         default: a shared lazy ViT-L/14, loaded only if needed.
-    :param feature_shape: the shape of one row when nothing is given (default: ViT-L/14's).
+    :param feature_shape: the shape every row must have, and of the zero rows (default: the first
+        given row's, or ViT-L/14's when nothing is given).
     For `"image_grid"` with `images` given, `None` entries are embedded as a 64x64 black image
     (as the reference does); a batch without images or embeddings is all zeros (unconditional).
     """
@@ -97,6 +119,11 @@ def conditioning_embeddings(
         raise ValueError(f"kind={kind!r} is not valid; use one of {sorted(FEATURE_SHAPES)}")
     if kind == "image_grid" and texts is not None:
         raise ValueError("kind='image_grid' takes images or embeddings, not texts")
+    if kind == "text_grid":
+        if images is not None:
+            raise ValueError("kind='text_grid' takes texts or embeddings, not images")
+        if feature_shape is None:
+            raise ValueError("kind='text_grid' needs feature_shape=(channels, n_tokens), the prior's grid shape")
     text_rows, emb_rows = _per_row(texts, batch_size, "texts"), _per_row(embeddings, batch_size, "embeddings")
     image_rows = _per_row(images, batch_size, "images")
     _check_one_modality(text_rows, image_rows, emb_rows)
@@ -112,14 +139,22 @@ def conditioning_embeddings(
 
             clip = default_clip(device)
         if text_idx:
-            for i, e in zip(text_idx, clip.embed_text([text_rows[i] for i in text_idx])):
+            captions = [text_rows[i] for i in text_idx]
+            if kind == "text_grid":
+                embedded = clip.embed_text_grid(captions, feature_shape[1])
+            else:
+                embedded = clip.embed_text(captions)
+            for i, e in zip(text_idx, embedded):
                 rows[i] = e
         if image_idx:
             embed = clip.embed_images_grid if kind == "image_grid" else clip.embed_images
             for i, e in zip(image_idx, embed([image_rows[i] for i in image_idx])):
                 rows[i] = e
     present = [r for r in rows if r is not None]
-    shape = tuple(present[0].shape) if present else tuple(feature_shape or FEATURE_SHAPES[kind])
+    if feature_shape is not None:
+        shape = tuple(feature_shape)
+    else:
+        shape = tuple(present[0].shape) if present else FEATURE_SHAPES[kind]
     if device is not None:
         target = torch.device(device)
     else:

@@ -17,9 +17,11 @@ from shap_e.models.transformer import MLP, Transformer, is_meta
 CLIP_TEXT_WIDTH = 768
 CLIP_GRID_CHANNELS = 1024
 CLIP_GRID_TOKENS = 256
-# Text/image encoders a prior can be configured with (`conditioner:` in its config). "grid_encoder"
-# is a small image encoder the prior owns and trains (`shap_e.models.image_encoder`).
-CONDITIONERS = ("clip", "minilm", "grid_encoder")
+# Text/image encoders a prior can be configured with (`conditioner:` in its config). "minilm" gives a
+# text-conditioned inner model one pooled MiniLM vector per caption; "minilm_tokens" gives a grid inner
+# model MiniLM's token states as a [384, grid_tokens] grid. "grid_encoder" is a small image encoder the
+# prior owns and trains (`shap_e.models.image_encoder`).
+CONDITIONERS = ("clip", "minilm", "minilm_tokens", "grid_encoder")
 
 
 class PointDiffusionTransformer(nn.Module):
@@ -123,7 +125,11 @@ class TextConditionedTransformer(PointDiffusionTransformer):
 
 
 class ImageGridConditionedTransformer(PointDiffusionTransformer):
-    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens (SPEC §2.6)."""
+    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens (SPEC §2.6).
+
+    Any grid of feature tokens fits (`grid_channels` x `grid_tokens`): the small image encoder's
+    patches, or a caption's MiniLM token states (`conditioner: minilm_tokens`).
+    """
 
     conditioning = "image_grid"
 
@@ -178,7 +184,10 @@ class SplitVectorDiffusion(nn.Module):
 
     @property
     def conditioning(self) -> str:
-        """"text" (one embedding per sample) or "image_grid" (a patch grid: CLIP's or the owned encoder's)."""
+        """"text" (one embedding per sample), "text_grid" (a caption's token states) or "image_grid"
+        (a patch grid: CLIP's or the owned encoder's)."""
+        if self.conditioner == "minilm_tokens":
+            return "text_grid"
         return self.wrapped.conditioning
 
     def forward(
@@ -226,7 +235,7 @@ class SplitVectorDiffusion(nn.Module):
         if self.conditioner == "grid_encoder":
             return self.image_encoder
         if self._clip is None:
-            if self.conditioner == "minilm":
+            if self.conditioner in ("minilm", "minilm_tokens"):
                 from shap_e.models.sentence_encoder import SentenceEncoder
 
                 self._clip = SentenceEncoder.from_package(device=self.wrapped.input_proj.weight.device)
@@ -239,17 +248,15 @@ class SplitVectorDiffusion(nn.Module):
     def cached_model_kwargs(self, batch_size: int, model_kwargs: Dict[str, Any]) -> Dict[str, Any]:
         """Turn `texts=`/`images=`/`embeddings=` into `{"embeddings": tensor}` once, before sampling.
 
-        The encoder (CLIP, MiniLM for `conditioner="minilm"`, the owned image encoder for
-        `"grid_encoder"`, run without gradients) is loaded only when texts or images are given;
+        The encoder (CLIP, MiniLM for `conditioner="minilm"`/`"minilm_tokens"`, the owned image encoder
+        for `"grid_encoder"`, run without gradients) is loaded only when texts or images are given;
         missing entries become zeros (the unconditional input).
         """
         from shap_e.models.conditioning import conditioning_embeddings
 
         wants_encoder = any(model_kwargs.get(k) is not None for k in ("texts", "images"))
-        if self.conditioning == "text":
-            kind, shape = "text", (self.wrapped.cond_width,)
-        else:
-            kind, shape = "image_grid", self.wrapped.grid_shape
+        kind = self.conditioning
+        shape = (self.wrapped.cond_width,) if kind == "text" else self.wrapped.grid_shape
         images = model_kwargs.get("images")
         if self.conditioner == "grid_encoder" and isinstance(images, torch.Tensor):
             if len(images) != batch_size:
@@ -278,6 +285,11 @@ def _check_conditioner(
         raise ValueError(f"conditioner={conditioner!r} is unknown; valid: {sorted(CONDITIONERS)}")
     if conditioner == "minilm" and wrapped.conditioning != "text":
         raise ValueError("conditioner='minilm' embeds texts; it needs a text-conditioned inner model")
+    if conditioner == "minilm_tokens" and wrapped.conditioning != "image_grid":
+        raise ValueError(
+            "conditioner='minilm_tokens' gives token grids; it needs a grid inner model "
+            "(CLIPImageGridPointDiffusionTransformer with grid_channels: 384)"
+        )
     if conditioner != "grid_encoder":
         if image_encoder is not None:
             raise ValueError(f"an image_encoder needs conditioner='grid_encoder', not {conditioner!r}")

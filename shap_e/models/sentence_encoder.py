@@ -31,7 +31,8 @@ def _package_model_dir() -> Path:
 
 
 class SentenceEncoder:
-    """A frozen BERT-style sentence encoder (MiniLM-L6, 384-d); implements ``TextConditioner``.
+    """A frozen BERT-style sentence encoder (MiniLM-L6, 384-d); implements ``TextConditioner`` (one
+    pooled vector per text) and ``TextGridConditioner`` (the token states as a grid).
 
     The tokenizer and model load on first use, from a local folder only (no hub access).
     """
@@ -106,6 +107,24 @@ class SentenceEncoder:
                                return_tensors="pt").to(self.device)
         hidden = self.model(**batch).last_hidden_state.float()
         return hidden, batch["attention_mask"].bool()
+
+    @torch.no_grad()
+    def embed_text_grid(self, texts: Sequence[str], n_tokens: int) -> torch.Tensor:
+        """``[len(texts), embedding_dim, n_tokens]`` float32: the token states of each text, channel-major
+        like an image grid (implements ``TextGridConditioner``).
+
+        Token i of a text (``[CLS]`` first) is column i; columns past the text's last token are zero,
+        and a text of more than ``n_tokens`` tokens keeps its first ``n_tokens`` (each state still
+        sees the whole text).
+        """
+        if n_tokens < 1:
+            raise ValueError(f"n_tokens={n_tokens} must be at least 1")
+        hidden, mask = self.token_states(texts)
+        hidden = hidden * mask.unsqueeze(-1).to(hidden.dtype)  # padding tokens become zeros
+        grid = hidden.new_zeros(hidden.shape[0], n_tokens, hidden.shape[2])
+        kept = min(n_tokens, hidden.shape[1])
+        grid[:, :kept] = hidden[:, :kept]
+        return grid.permute(0, 2, 1).contiguous()
 
     def to(self, device: Union[str, torch.device]) -> "SentenceEncoder":
         """Move the encoder (loaded or not) to ``device``; returns self."""

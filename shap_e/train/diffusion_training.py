@@ -20,7 +20,8 @@ from shap_e.train.loop import step_generator
 @dataclass
 class LatentDataset:
     """latents: `[n, d_latent]` (transmitter outputs); conditions, row-aligned with the latents:
-    `[n, D]` text embeddings, `[n, channels, tokens]` image grids, or pixel images for a
+    `[n, D]` text embeddings, `[n, channels, tokens]` image grids or caption token grids
+    (`conditioner: minilm_tokens`), or pixel images for a
     `grid_encoder` prior: `[n, 3, S, S]` float in [-1, 1] or uint8 in [0, 255] (4x smaller;
     `shap_e.train.condition_images` renders them)."""
 

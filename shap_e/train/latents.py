@@ -4,7 +4,9 @@
 latent of every asset, repeated once per condition, row-aligned with
 
 * text: sentence embeddings of `per_asset` captions drawn from the training templates
-  (the asset's own `captions.jsonl` caption first), with the prior's text encoder;
+  (the asset's own `captions.jsonl` caption first), with the prior's text encoder; with
+  `text_tokens`, each caption's token states instead (`[n, 384, text_tokens]` grids for a
+  `conditioner: minilm_tokens` prior);
 * image: `per_asset` renders of the asset from photo-like viewpoints around +X (`[3, S, S]` in [-1, 1]).
 
 With `refine_steps`, each latent is first refined against its asset (`shap_e.encoding.refine_latent`):
@@ -104,10 +106,14 @@ def build_latent_dataset(
     progress: bool = True,
     refine_steps: int = 0,
     cache_dir=None,
+    text_tokens: int = 0,
 ) -> LatentDataset:
     """Encode every asset of `data_dir` and pair it with `per_asset` conditions (see module doc).
 
-    text_encoder: what embeds captions (anything with `embed_text`); MiniLM when None.
+    text_encoder: what embeds captions (anything with `embed_text`, or `embed_text_grid` for
+        `text_tokens`); MiniLM when None.
+    text_tokens: store `[embedding_dim, text_tokens]` token grids of the captions (0: one pooled
+        vector per caption); the prior's `grid_tokens`.
     refine_steps: refine each latent against its asset (`refine_assets`, supervision cached in
         `cache_dir`); 0 keeps the encoder's latents.
     """
@@ -115,6 +121,8 @@ def build_latent_dataset(
         raise ValueError(f"stage={stage!r} is unknown; valid: {list(STAGES)}")
     if per_asset < 1:
         raise ValueError(f"per_asset={per_asset} must be at least 1")
+    if text_tokens < 0 or (text_tokens and stage != "text"):
+        raise ValueError(f"text_tokens={text_tokens} must be 0, or positive for stage 'text'")
     records = read_assets(data_dir)
     latents = encode_assets(transmitter, [r["path"] for r in records], seed, progress)
     if refine_steps:
@@ -126,9 +134,13 @@ def build_latent_dataset(
 
             text_encoder = SentenceEncoder.from_package()
         texts = [t for r in records for t in training_captions(r, per_asset, seed)]
+        def embed(chunk: List[str]) -> torch.Tensor:
+            if text_tokens:
+                return text_encoder.embed_text_grid(chunk, text_tokens)
+            return text_encoder.embed_text(chunk)
+
         with torch.inference_mode():
-            conditions = torch.cat([text_encoder.embed_text(texts[i:i + 256]).float().cpu()
-                                    for i in range(0, len(texts), 256)])
+            conditions = torch.cat([embed(texts[i:i + 256]).float().cpu() for i in range(0, len(texts), 256)])
     else:
         from shap_e.train.condition_images import render_condition_images
 

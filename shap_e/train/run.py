@@ -100,9 +100,12 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
     device = training_device()
     torch.manual_seed(train_config.seed)
     model = build_model(config["model"], config.get("init"), device)
-    expected = "text" if stage == "text" else "image_grid"
-    if model.conditioning != expected:
-        raise ValueError(f"the model is conditioned on {model.conditioning!r}, but stage {stage!r} needs {expected!r}")
+    expected = ("text", "text_grid") if stage == "text" else ("image_grid",)
+    if model.conditioning not in expected:
+        raise ValueError(
+            f"the model is conditioned on {model.conditioning!r}, but stage {stage!r} needs "
+            f"{' or '.join(map(repr, expected))}"
+        )
     dataset = LatentDataset.load(config["data"])
     diffusion_config = dict(read_config(config["diffusion"]))
     if config.get("normalize_latents", False):

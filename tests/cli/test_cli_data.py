@@ -41,6 +41,19 @@ def test_latents_command_pairs_latents_with_minilm_caption_embeddings(tmp_path, 
     data = LatentDataset.load(out)
     assert data.latents.shape[0] == 4 and data.conditions.shape == (4, 384)
     torch.testing.assert_close(data.conditions.norm(dim=1), torch.ones(4), atol=1e-4, rtol=0)
+    tokens = tmp_path / "out" / "tokens.safetensors"
+    argv[argv.index(str(out))] = str(tokens)
+    assert main(argv + ["--text-tokens", "8"]) == 0
+    grids = LatentDataset.load(tokens)
+    assert grids.latents.shape == data.latents.shape
+    assert grids.conditions.shape == (4, 384, 8) and bool(grids.conditions[:, :, 0].abs().sum(1).gt(0).all())
+
+
+def test_latents_command_rejects_text_tokens_for_the_image_stage(tmp_path, capsys):
+    argv = ["latents", str(tmp_path), "-o", str(tmp_path / "x.safetensors"), "--stage", "image",
+            "--transmitter", "transmitter-small", "--text-tokens", "24"]
+    assert main(argv) == 2
+    assert "--text-tokens 24: give a positive count with --stage text" in capsys.readouterr().err
 
 
 def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative_steps(tmp_path, golden, capsys):

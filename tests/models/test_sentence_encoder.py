@@ -4,7 +4,7 @@ import importlib.util
 import pytest
 import torch
 
-from shap_e.models.conditioning import TextConditioner
+from shap_e.models.conditioning import TextConditioner, TextGridConditioner
 from shap_e.models.sentence_encoder import SentenceEncoder
 
 pytestmark = pytest.mark.skipif(
@@ -90,3 +90,18 @@ def test_token_states_are_what_the_embedding_pools_and_mask_the_padding(encoder)
     assert empty_states.shape == (0, 0, 384) and empty_mask.shape == (0, 0)
     with pytest.raises(ValueError, match="wrap a single caption"):
         encoder.token_states("a red cube")
+
+
+def test_text_grid_is_the_token_states_channel_major_zero_padded_and_truncated(encoder):
+    assert isinstance(encoder, TextGridConditioner)
+    states, mask = encoder.token_states([CAPTIONS[0], CAPTIONS[2]])
+    short, long = int(mask[0].sum()), int(mask[1].sum())  # 5 and 14 tokens with [CLS] and [SEP]
+    grid = encoder.embed_text_grid([CAPTIONS[0], CAPTIONS[2]], n_tokens=8)
+    assert grid.shape == (2, 384, 8) and grid.dtype == torch.float32
+    torch.testing.assert_close(grid[0, :, :short], states[0, :short].T, atol=1e-6, rtol=0)
+    assert not grid[0, :, short:].any() and bool(grid[0, :, :short].abs().sum(0).gt(0).all())
+    assert long > 8
+    torch.testing.assert_close(grid[1], states[1, :8].T, atol=1e-6, rtol=0)
+    assert encoder.embed_text_grid([], n_tokens=8).shape == (0, 384, 8)
+    with pytest.raises(ValueError, match="n_tokens=0"):
+        encoder.embed_text_grid(["a red cube"], n_tokens=0)

@@ -41,6 +41,30 @@ def test_text_dataset_repeats_each_latent_once_per_caption(setup):
     torch.testing.assert_close(data.conditions[3:6], WordCountEncoder().embed_text(captions))
 
 
+class WordLengthGrid:
+    """A stand-in token-grid encoder: column i of a caption holds the length of its word i."""
+
+    embedding_dim = 1
+
+    def embed_text_grid(self, texts, n_tokens):
+        grid = torch.zeros(len(texts), 1, n_tokens)
+        for row, text in enumerate(texts):
+            words = text.split()[:n_tokens]
+            grid[row, 0, :len(words)] = torch.tensor([float(len(w)) for w in words])
+        return grid
+
+
+def test_text_tokens_store_a_token_grid_per_caption(setup):
+    folder, transmitter = setup
+    data = build_latent_dataset(transmitter, folder, "text", per_asset=2, text_encoder=WordLengthGrid(),
+                                progress=False, text_tokens=5)
+    captions = training_captions(read_assets(folder)[2], 2, seed=0)
+    assert data.conditions.shape == (6, 1, 5) and len(data.latents) == 6
+    torch.testing.assert_close(data.conditions[4:6], WordLengthGrid().embed_text_grid(captions, 5))
+    with pytest.raises(ValueError, match="text_tokens=4"):
+        build_latent_dataset(transmitter, folder, "image", text_tokens=4)
+
+
 def test_encoding_is_deterministic_for_a_seed(setup):
     folder, transmitter = setup
     paths = [r["path"] for r in read_assets(folder)][:2]

@@ -75,6 +75,20 @@ def test_stage_must_match_the_model_conditioning(tmp_path, capsys):
     assert "needs 'image_grid'" in capsys.readouterr().err
 
 
+def test_text_stage_trains_a_prior_on_caption_token_grids(tmp_path):
+    token_prior = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm_tokens",
+                   "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1,
+                             "heads": 2, "grid_channels": 16, "grid_tokens": 3}}
+    g = torch.Generator().manual_seed(0)
+    LatentDataset(torch.tanh(torch.randn(6, 32, generator=g)), torch.randn(6, 16, 3, generator=g)).save(
+        tmp_path / "grids.safetensors"
+    )
+    config = write_config(tmp_path, model=token_prior, data=str(tmp_path / "grids.safetensors"))
+    assert main(["train", "text", "--config", str(config)]) == 0
+    state = load_file(str(tmp_path / "run" / "model.safetensors"))
+    model_from_config(token_prior).load_state_dict(state, strict=True)
+
+
 def test_missing_config_file_is_reported(tmp_path, capsys):
     assert main(["train", "text", "--config", str(tmp_path / "none.yaml")]) == 2
     assert "none.yaml" in capsys.readouterr().err
