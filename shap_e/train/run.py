@@ -188,15 +188,13 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
 
 def export_weights(trainer: Trainer) -> Path:
     """Write the final weights (the EMA average when there is one) as safetensors."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     path = trainer.out_dir / "model.safetensors"
     if trainer.rank == 0:
         state = trainer.ema.state_dict() if trainer.ema is not None else trainer.model.state_dict()
         full = {k: state.get(k, v).to(v.dtype).contiguous() for k, v in trainer.model.state_dict().items()}
-        tmp = path.with_name(path.name + ".tmp")
-        save_file(full, str(tmp))
-        os.replace(tmp, path)
+        write_atomic(path, save(full))  # in memory: safetensors' save_file would make the file owner-only
     return path
 
 

@@ -7,7 +7,6 @@ renders the asset twice in Blender. Here the point cloud is sampled from the sur
 import hashlib
 import json
 import os
-import tempfile
 import time
 from typing import Dict, Optional, Sequence
 
@@ -15,6 +14,7 @@ import torch
 
 from shap_e.rendering.cameras import ProjectiveCamera
 from shap_e.util.asset_loading import load_asset
+from shap_e.util.atomic import write_atomic_with
 from shap_e.util.batch import MultimodalBatch
 from shap_e.util.multiview import render_multiview
 from shap_e.util.point_cloud import sample_point_cloud
@@ -184,16 +184,9 @@ def file_cache_key(path: str, args: Dict) -> str:
 
 
 def _atomic_save(data: Dict, path: str) -> None:
-    """torch.save to a temporary name in the same folder, then rename (no half-written cache files)."""
+    """torch.save through a temporary in the same folder (no half-written cache files)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomic_with(path, lambda tmp: torch.save(data, tmp))
 
 
 class _StageTimer:

@@ -1,4 +1,6 @@
 """Latent diffusion training: the loss falls, CFG dropout is in the batch, data errors are clear."""
+import os
+import stat
 from dataclasses import replace
 
 import pytest
@@ -63,6 +65,19 @@ def test_dataset_round_trips_through_safetensors(tmp_path):
     data.save(tmp_path / "d.safetensors")
     back = LatentDataset.load(tmp_path / "d.safetensors")
     assert torch.equal(back.latents, data.latents) and torch.equal(back.conditions, data.conditions)
+
+
+def test_dataset_file_is_readable_like_any_file_and_replaces_the_old_one(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        tiny_dataset().save(tmp_path / "d.safetensors")
+        data = LatentDataset(torch.ones(2, 32), torch.ones(2, 16))
+        data.save(tmp_path / "d.safetensors")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "d.safetensors").stat().st_mode) == 0o644
+    assert torch.equal(LatentDataset.load(tmp_path / "d.safetensors").latents, data.latents)
+    assert [p.name for p in tmp_path.iterdir()] == ["d.safetensors"]
 
 
 TINY_IMAGE = {

@@ -1,4 +1,7 @@
 """`shap-e train text --config FILE`: YAML in, safetensors out; init from weights; clear errors."""
+import os
+import stat
+
 import pytest
 import torch
 import yaml
@@ -34,7 +37,12 @@ def write_config(tmp_path, **overrides):
 
 
 def test_train_command_writes_loadable_weights_and_metrics(tmp_path):
-    assert main(["train", "text", "--config", str(write_config(tmp_path))]) == 0
+    previous = os.umask(0o022)
+    try:
+        assert main(["train", "text", "--config", str(write_config(tmp_path))]) == 0
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "run" / "model.safetensors").stat().st_mode) == 0o644
     state = load_file(str(tmp_path / "run" / "model.safetensors"))
     model_from_config(TINY_TEXT).load_state_dict(state, strict=True)
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
