@@ -79,6 +79,7 @@ class DiffusionBatch:
 def diffusion_batch_fn(
     dataset: LatentDataset, num_timesteps: int, batch_size: int, seed: int, cond_drop_prob: float,
     condition_noise: float = 0.0,
+    token_dropout: float = 0.0,
 ) -> Callable[[int, int, int], DiffusionBatch]:
     """Draws everything random in a step from `step_generator(seed, step, rank)`.
 
@@ -87,6 +88,9 @@ def diffusion_batch_fn(
         MiniLM vector stays unit-norm). The prior then sees a neighbourhood of each training
         caption instead of the caption alone, as unseen paraphrases land there. 0 adds nothing and
         draws nothing (the batches are those of a run without the option).
+    token_dropout: for grid conditions `[n, channels, tokens]` (caption token states), the
+        probability of zeroing each token of a kept row (word dropout), so that the prior reads the
+        whole caption rather than one word. 0 draws nothing.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be at least 1")
@@ -95,6 +99,13 @@ def diffusion_batch_fn(
     if condition_noise and dataset.conditions.dim() != 2:
         raise ValueError(
             f"condition_noise applies to embedding conditions [n, D]; these are {list(dataset.conditions.shape)}"
+        )
+    if not 0 <= token_dropout < 1:
+        raise ValueError(f"token_dropout={token_dropout} must be in [0, 1)")
+    if token_dropout and dataset.conditions.dim() != 3:
+        raise ValueError(
+            f"token_dropout applies to grid conditions [n, channels, tokens]; these are "
+            f"{list(dataset.conditions.shape)}"
         )
 
     def batch_fn(step: int, rank: int, world_size: int) -> DiffusionBatch:
@@ -111,6 +122,9 @@ def diffusion_batch_fn(
             return DiffusionBatch(x_start, t, noise, cond, keep)
         if condition_noise:
             cond = perturb_embeddings(cond, condition_noise, g)
+        if token_dropout:
+            kept_tokens = torch.rand(batch_size, cond.shape[2], generator=g) >= token_dropout
+            cond = cond * kept_tokens[:, None, :].to(cond.dtype)
         cond = cond * keep.view(-1, *([1] * (cond.dim() - 1))).to(cond.dtype)
         return DiffusionBatch(x_start, t, noise, cond, keep)
 

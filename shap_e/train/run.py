@@ -12,6 +12,7 @@ e.g. `text300M` for fine-tuning), `normalize_latents` (optional, default false: 
 latent dimension with the data's mean and standard deviation, through the diffusion's
 `channel_scales`/`channel_biases`; the diffusion config used is written to `out_dir/diffusion.yaml`,
 and sampling needs that config), `condition_noise` (optional, default 0: text-embedding augmentation,
+see `diffusion_batch_fn`), `token_dropout` (optional, default 0: word dropout on caption token grids,
 see `diffusion_batch_fn`) and `train` (the fields of `TrainConfig`).
 """
 import os
@@ -26,7 +27,8 @@ from shap_e.train.loop import TrainConfig, Trainer
 from shap_e.util.atomic import write_atomic
 
 DIFFUSION_KEYS = {
-    "model", "diffusion", "data", "batch_size", "init", "normalize_latents", "condition_noise", "train",
+    "model", "diffusion", "data", "batch_size", "init", "normalize_latents", "condition_noise", "token_dropout",
+    "train",
 }
 TRANSMITTER_KEYS = {
     "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
@@ -114,7 +116,7 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
     p_drop = take_over_cond_dropout(model)
     batch_fn = diffusion_batch_fn(
         dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop,
-        condition_noise=float(config.get("condition_noise", 0.0)),
+        condition_noise=float(config.get("condition_noise", 0.0)), token_dropout=float(config.get("token_dropout", 0.0)),
     )
     trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
     if trainer.rank == 0:

@@ -191,3 +191,32 @@ def test_condition_noise_rejects_negative_values_and_pixel_conditions():
         diffusion_batch_fn(tiny_dataset(), 64, batch_size=8, seed=1, cond_drop_prob=0.5, condition_noise=-0.1)
     with pytest.raises(ValueError, match="condition_noise applies to embedding"):
         diffusion_batch_fn(tiny_pixel_dataset(), 64, batch_size=8, seed=1, cond_drop_prob=0.5, condition_noise=0.1)
+
+
+def tiny_grid_dataset():
+    g = torch.Generator().manual_seed(0)
+    return LatentDataset(torch.tanh(torch.randn(4, 32, generator=g)), torch.randn(4, 3, 6, generator=g))
+
+
+def test_token_dropout_zeroes_whole_tokens_of_kept_rows_and_is_seeded():
+    data = tiny_grid_dataset()
+    plain = diffusion_batch_fn(data, 64, batch_size=16, seed=1, cond_drop_prob=0.25)(3, 0, 1)
+    drop_fn = diffusion_batch_fn(data, 64, batch_size=16, seed=1, cond_drop_prob=0.25, token_dropout=0.3)
+    dropped, again = drop_fn(3, 0, 1), drop_fn(3, 0, 1)
+    assert torch.equal(dropped.conditions, again.conditions)
+    assert torch.equal(dropped.keep, plain.keep) and torch.equal(dropped.noise, plain.noise)
+    kept = dropped.keep
+    zero_tokens = (dropped.conditions[kept] == 0).all(dim=1)  # [kept rows, tokens]: a whole column is zero
+    same_tokens = (dropped.conditions[kept] == plain.conditions[kept]).all(dim=1)
+    assert torch.all(zero_tokens | same_tokens)  # every token is either kept as it was or zeroed
+    assert 0.1 < zero_tokens.float().mean() < 0.5
+    assert torch.all(dropped.conditions[~kept] == 0)
+    unchanged = diffusion_batch_fn(data, 64, batch_size=16, seed=1, cond_drop_prob=0.25, token_dropout=0.0)(3, 0, 1)
+    assert torch.equal(unchanged.conditions, plain.conditions) and torch.equal(unchanged.t, plain.t)
+
+
+def test_token_dropout_needs_grid_conditions_and_a_probability_below_one():
+    with pytest.raises(ValueError, match="token_dropout=1.0"):
+        diffusion_batch_fn(tiny_grid_dataset(), 64, batch_size=8, seed=1, cond_drop_prob=0.5, token_dropout=1.0)
+    with pytest.raises(ValueError, match="token_dropout applies to grid conditions"):
+        diffusion_batch_fn(tiny_dataset(), 64, batch_size=8, seed=1, cond_drop_prob=0.5, token_dropout=0.1)

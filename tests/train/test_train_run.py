@@ -91,10 +91,17 @@ def test_text_stage_trains_a_prior_on_caption_token_grids(tmp_path):
     LatentDataset(torch.tanh(torch.randn(6, 32, generator=g)), torch.randn(6, 16, 3, generator=g)).save(
         tmp_path / "grids.safetensors"
     )
-    config = write_config(tmp_path, model=token_prior, data=str(tmp_path / "grids.safetensors"))
-    assert main(["train", "text", "--config", str(config)]) == 0
-    state = load_file(str(tmp_path / "run" / "model.safetensors"))
-    model_from_config(token_prior).load_state_dict(state, strict=True)
+    weights = {}
+    for dropout in (0.0, 0.5):  # token_dropout (word dropout) in the config reaches the batches
+        run = tmp_path / f"dropout{dropout}"
+        config = write_config(tmp_path, model=token_prior, data=str(tmp_path / "grids.safetensors"),
+                              token_dropout=dropout, train={"steps": 2, "lr": 1e-3, "out_dir": str(run),
+                                                            "progress": False, "ema_decay": 0.0})
+        assert main(["train", "text", "--config", str(config)]) == 0
+        weights[dropout] = load_file(str(run / "model.safetensors"))
+        model_from_config(token_prior).load_state_dict(weights[dropout], strict=True)
+    key = "wrapped.clip_embed.1.weight"
+    assert not torch.equal(weights[0.0][key], weights[0.5][key])
 
 
 def test_missing_config_file_is_reported(tmp_path, capsys):
