@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.train.loop import step_generator
-from shap_e.util.atomic import write_atomic
+from shap_e.util.atomic import write_safetensors
 
 
 @dataclass
@@ -56,10 +56,7 @@ class LatentDataset:
         return cls(data["latents"].float(), conditions if conditions.dtype == torch.uint8 else conditions.float())
 
     def save(self, path: Union[str, Path]) -> None:
-        from safetensors.torch import save
-
-        # Serialised in memory: safetensors' save_file would leave the file readable by its owner only.
-        write_atomic(path, save({"latents": self.latents.contiguous(), "conditions": self.conditions.contiguous()}))
+        write_safetensors(path, {"latents": self.latents, "conditions": self.conditions})
 
 
 @dataclass

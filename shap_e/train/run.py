@@ -24,7 +24,7 @@ import yaml
 
 from shap_e.models.configs import check_keys
 from shap_e.train.loop import TrainConfig, Trainer
-from shap_e.util.atomic import write_atomic
+from shap_e.util.atomic import write_atomic, write_safetensors
 
 DIFFUSION_KEYS = {
     "model", "diffusion", "data", "batch_size", "init", "normalize_latents", "condition_noise", "token_dropout",
@@ -190,13 +190,10 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
 
 def export_weights(trainer: Trainer) -> Path:
     """Write the final weights (the EMA average when there is one) as safetensors."""
-    from safetensors.torch import save
-
     path = trainer.out_dir / "model.safetensors"
     if trainer.rank == 0:
         state = trainer.ema.state_dict() if trainer.ema is not None else trainer.model.state_dict()
-        full = {k: state.get(k, v).to(v.dtype).contiguous() for k, v in trainer.model.state_dict().items()}
-        write_atomic(path, save(full))  # in memory: safetensors' save_file would make the file owner-only
+        write_safetensors(path, {k: state.get(k, v).to(v.dtype) for k, v in trainer.model.state_dict().items()})
     return path
 
 

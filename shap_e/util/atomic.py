@@ -2,9 +2,12 @@
 import os
 import secrets
 from pathlib import Path
-from typing import Callable, Union
+from typing import TYPE_CHECKING, Callable, Dict, Union
 
-__all__ = ["write_atomic", "write_atomic_with"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["write_atomic", "write_atomic_with", "write_safetensors"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -36,3 +39,13 @@ def write_atomic_with(path: PathLike, write: Callable[[Path], None]) -> None:
         if isinstance(error, OSError):
             raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from error
         raise
+
+
+def write_safetensors(path: PathLike, tensors: Dict[str, "torch.Tensor"]) -> None:
+    """Write `tensors` as a `.safetensors` file atomically, with a plain file's permissions.
+
+    The file is serialised in memory first: safetensors' own `save_file` leaves it owner-only (0600).
+    """
+    from safetensors.torch import save
+
+    write_atomic(path, save({name: t.contiguous() for name, t in tensors.items()}))

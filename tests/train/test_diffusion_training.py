@@ -171,13 +171,20 @@ def test_condition_noise_zero_leaves_the_batches_of_a_run_without_it():
         assert torch.equal(getattr(plain, name), getattr(zero, name)), name
 
 
+def plain_and_augmented(data, batch_size, cond_drop_prob, **augmentation):
+    """Step 3's batch without and with an augmentation; checks that the augmented one is seeded and
+    draws the same rows, dropout and noise as the plain one."""
+    plain = diffusion_batch_fn(data, 64, batch_size=batch_size, seed=1, cond_drop_prob=cond_drop_prob)(3, 0, 1)
+    augmented_fn = diffusion_batch_fn(data, 64, batch_size=batch_size, seed=1, cond_drop_prob=cond_drop_prob,
+                                      **augmentation)
+    augmented, again = augmented_fn(3, 0, 1), augmented_fn(3, 0, 1)
+    assert torch.equal(augmented.conditions, again.conditions)
+    assert torch.equal(augmented.keep, plain.keep) and torch.equal(augmented.noise, plain.noise)
+    return plain, augmented
+
+
 def test_condition_noise_perturbs_kept_embeddings_keeps_their_norm_and_is_seeded():
-    data = tiny_dataset()
-    plain = diffusion_batch_fn(data, 64, batch_size=8, seed=1, cond_drop_prob=0.5)(3, 0, 1)
-    noisy_fn = diffusion_batch_fn(data, 64, batch_size=8, seed=1, cond_drop_prob=0.5, condition_noise=0.05)
-    noisy, again = noisy_fn(3, 0, 1), noisy_fn(3, 0, 1)
-    assert torch.equal(noisy.conditions, again.conditions)
-    assert torch.equal(noisy.keep, plain.keep) and torch.equal(noisy.noise, plain.noise)
+    plain, noisy = plain_and_augmented(tiny_dataset(), 8, 0.5, condition_noise=0.05)
     kept = noisy.keep
     assert 0 < kept.sum() < 8
     assert torch.allclose(noisy.conditions[kept].norm(dim=1), torch.ones(int(kept.sum())), atol=1e-5)
@@ -200,11 +207,7 @@ def tiny_grid_dataset():
 
 def test_token_dropout_zeroes_whole_tokens_of_kept_rows_and_is_seeded():
     data = tiny_grid_dataset()
-    plain = diffusion_batch_fn(data, 64, batch_size=16, seed=1, cond_drop_prob=0.25)(3, 0, 1)
-    drop_fn = diffusion_batch_fn(data, 64, batch_size=16, seed=1, cond_drop_prob=0.25, token_dropout=0.3)
-    dropped, again = drop_fn(3, 0, 1), drop_fn(3, 0, 1)
-    assert torch.equal(dropped.conditions, again.conditions)
-    assert torch.equal(dropped.keep, plain.keep) and torch.equal(dropped.noise, plain.noise)
+    plain, dropped = plain_and_augmented(data, 16, 0.25, token_dropout=0.3)
     kept = dropped.keep
     zero_tokens = (dropped.conditions[kept] == 0).all(dim=1)  # [kept rows, tokens]: a whole column is zero
     same_tokens = (dropped.conditions[kept] == plain.conditions[kept]).all(dim=1)

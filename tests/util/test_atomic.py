@@ -1,7 +1,7 @@
 """write_atomic: whole files or nothing."""
 import pytest
 
-from shap_e.util.atomic import write_atomic
+from shap_e.util.atomic import write_atomic, write_safetensors
 
 
 def test_writes_bytes_and_text_as_utf8_and_replaces_an_existing_file(tmp_path):
@@ -57,3 +57,22 @@ def test_write_atomic_with_keeps_the_old_file_when_the_writer_fails_halfway(tmp_
         write_atomic_with(path, half_then_fail)
     assert path.read_bytes() == b"kept"
     assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
+
+
+def test_write_safetensors_round_trips_with_a_plain_files_permissions(tmp_path):
+    import os
+    import stat
+
+    import torch
+    from safetensors.torch import load_file
+
+    tensors = {"a": torch.arange(6.0).view(2, 3).t(), "b": torch.ones(2, dtype=torch.uint8)}  # "a" not contiguous
+    previous = os.umask(0o022)
+    try:
+        write_safetensors(tmp_path / "w.safetensors", tensors)
+    finally:
+        os.umask(previous)
+    back = load_file(str(tmp_path / "w.safetensors"))
+    assert torch.equal(back["a"], tensors["a"]) and torch.equal(back["b"], tensors["b"])
+    assert stat.S_IMODE((tmp_path / "w.safetensors").stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["w.safetensors"]
