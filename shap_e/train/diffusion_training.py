@@ -158,6 +158,56 @@ def _model_kwargs(batch: DiffusionBatch, device: torch.device) -> Dict[str, torc
     return {"embeddings": batch.conditions.to(device)}
 
 
+class LatentProbeObjective(nn.Module):
+    """The diffusion loss of a prior that owns its image encoder, plus `weight` times a latent probe.
+
+    The probe, a small MLP, reads the pictured asset's latent `[batch, d_latent]` off the encoder's
+    grid `[batch, width, tokens]` averaged over the tokens; its squared error trains the encoder
+    directly to see the shape, a stronger signal than the one the denoiser passes back. Every row's
+    picture feeds the probe, CFG-dropped rows included (the denoiser still gets the zero grid for
+    those). The probe is for training only: `prior` is what gets exported.
+
+    `forward(x_start, t, noise, images, keep) -> {"loss", "mse", "vb", "latent_probe"}` (batch means).
+    """
+
+    def __init__(self, prior: nn.Module, diffusion: GaussianDiffusion, weight: float):
+        super().__init__()
+        if getattr(prior, "image_encoder", None) is None:
+            raise ValueError("latent_probe needs a prior that owns its image encoder (conditioner: grid_encoder)")
+        if weight <= 0:
+            raise ValueError(f"latent_probe={weight} must be positive (0 trains without the probe)")
+        width = prior.image_encoder.grid_shape[0]
+        self.prior, self.diffusion, self.weight = prior, diffusion, weight
+        self.probe = nn.Sequential(
+            nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, prior.d_latent)
+        )
+
+    def forward(
+        self, x_start: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, images: torch.Tensor, keep: torch.Tensor
+    ) -> Dict[str, torch.Tensor]:
+        """`x_start`, `noise`: `[batch, d_latent]`; `t`: `[batch]`; `images`: `[batch, 3, S, S]` in [-1, 1];
+        `keep`: `[batch]` bool (False = CFG-dropped)."""
+        grid = self.prior.image_encoder(images)  # [batch, width, tokens], with gradients
+        terms = self.diffusion.training_losses(
+            self.prior, x_start, t, model_kwargs={"embeddings": grid, "keep": keep}, noise=noise
+        )
+        terms = {k: v.mean() for k, v in terms.items()}
+        terms["latent_probe"] = (self.probe(grid.mean(-1)) - x_start).pow(2).mean()
+        terms["loss"] = terms["loss"] + self.weight * terms["latent_probe"]
+        return terms
+
+
+def latent_probe_loss_fn(device: torch.device):
+    """`loss_fn(objective, batch)` for the Trainer when it trains a `LatentProbeObjective` on pixel batches."""
+
+    def loss_fn(objective: nn.Module, batch: DiffusionBatch) -> Dict[str, torch.Tensor]:
+        if not batch.is_pixels:
+            raise ValueError("latent_probe trains on pixel images; this latent dataset holds embeddings")
+        return objective(*(v.to(device) for v in (batch.x_start, batch.t, batch.noise, batch.conditions, batch.keep)))
+
+    return loss_fn
+
+
 def take_over_cond_dropout(model: nn.Module) -> float:
     """Switch off the model's internal CFG dropout and return its probability for the batch_fn."""
     inner = model.wrapped

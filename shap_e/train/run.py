@@ -13,7 +13,9 @@ latent dimension with the data's mean and standard deviation, through the diffus
 `channel_scales`/`channel_biases`; the diffusion config used is written to `out_dir/diffusion.yaml`,
 and sampling needs that config), `condition_noise` (optional, default 0: text-embedding augmentation,
 see `diffusion_batch_fn`), `token_dropout` (optional, default 0: word dropout on caption token grids,
-see `diffusion_batch_fn`) and `train` (the fields of `TrainConfig`).
+see `diffusion_batch_fn`), `latent_probe` (optional, default 0: for a prior that owns its image
+encoder, the weight of an auxiliary latent regression from the encoder's grid, see
+`LatentProbeObjective`; only the prior is exported) and `train` (the fields of `TrainConfig`).
 """
 import os
 from pathlib import Path
@@ -28,7 +30,7 @@ from shap_e.util.atomic import write_atomic, write_safetensors
 
 DIFFUSION_KEYS = {
     "model", "diffusion", "data", "batch_size", "init", "normalize_latents", "condition_noise", "token_dropout",
-    "train",
+    "latent_probe", "train",
 }
 TRANSMITTER_KEYS = {
     "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
@@ -87,8 +89,10 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
     from shap_e.train.diffusion_training import (
         LatentDataset,
+        LatentProbeObjective,
         diffusion_batch_fn,
         diffusion_loss_fn,
+        latent_probe_loss_fn,
         take_over_cond_dropout,
     )
 
@@ -118,13 +122,18 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
         dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop,
         condition_noise=float(config.get("condition_noise", 0.0)), token_dropout=float(config.get("token_dropout", 0.0)),
     )
-    trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
+    probe_weight = float(config.get("latent_probe", 0.0))
+    if probe_weight:
+        objective = LatentProbeObjective(model, diffusion, probe_weight).to(device)
+        trainer = Trainer(objective, latent_probe_loss_fn(device), batch_fn, train_config)
+    else:
+        trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
     if trainer.rank == 0:
         write_yaml(diffusion_config, trainer.out_dir / "diffusion.yaml")
     if resume:
         trainer.resume()
     trainer.fit()
-    return export_weights(trainer)
+    return export_weights(trainer, prefix="prior." if probe_weight else "")
 
 
 def latent_standardization(latents: torch.Tensor, min_std: float = 1e-3) -> Dict[str, list]:
@@ -188,12 +197,17 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
     return export_weights(trainer)
 
 
-def export_weights(trainer: Trainer) -> Path:
-    """Write the final weights (the EMA average when there is one) as safetensors."""
+def export_weights(trainer: Trainer, prefix: str = "") -> Path:
+    """Write the final weights (the EMA average when there is one) as safetensors: those of the
+    trained module's entries whose names start with `prefix`, without it (e.g. `prior.` for a
+    `LatentProbeObjective`, whose probe is not exported)."""
     path = trainer.out_dir / "model.safetensors"
     if trainer.rank == 0:
         state = trainer.ema.state_dict() if trainer.ema is not None else trainer.model.state_dict()
-        write_safetensors(path, {k: state.get(k, v).to(v.dtype) for k, v in trainer.model.state_dict().items()})
+        write_safetensors(path, {
+            k[len(prefix):]: state.get(k, v).to(v.dtype)
+            for k, v in trainer.model.state_dict().items() if k.startswith(prefix)
+        })
     return path
 
 
