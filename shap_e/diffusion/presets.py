@@ -10,8 +10,8 @@ from typing import Dict, Optional
 
 __all__ = ["FAST_STEPS", "PRESETS", "SamplingPreset", "get_preset", "resolve_preset"]
 
-# Calibrated on text-small (bench/README.md): 20 steps stay within a relative RMS of 0.022 of the
-# 64-step Heun latents (threshold 0.05); 16 steps reach 0.041, but 0.050-0.052 on earlier weights.
+# Calibrated on text-small (bench/README.md): 20 steps stay within a relative RMS of 0.018 of the
+# 64-step Heun latents (threshold 0.05); 16 steps reach 0.032, but 0.050-0.052 on earlier weights.
 FAST_STEPS = 20
 
 
