@@ -170,7 +170,7 @@ for _spec in (
               guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
     ModelSpec("image-small", "image_small_config.yaml", sha256="686096c47c94b49288edb43710dab2b3a6586853497b209659f259e1e0657bc2",
               weights_file="image-small.safetensors", n_params=1_485_888, decoders=("transmitter-small",),
-              guidance_scale=3.0, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
+              guidance_scale=2.0, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):
     register_model(_spec)
 del _spec
