@@ -22,7 +22,6 @@ from shap_e.eval.metrics import to_eval_mesh, volumetric_iou
 from shap_e.eval.run import asset_mesh, picture
 from shap_e.models.configs import model_from_config
 from shap_e.models.download import load_config, load_model
-from shap_e.models.image_encoder import images_to_pixels
 from shap_e.train.diffusion_training import LatentProbeObjective
 from shap_e.train.run import read_config
 from shap_e.util.notebooks import decode_latent_mesh
@@ -38,8 +37,7 @@ def probe_ious(checkpoint: str, model_config: str, decoder: str, split: str, n: 
     rows = []
     with torch.no_grad():
         for asset in iter_dataset(split, n, seed):
-            pixels = images_to_pixels([picture(asset)], prior.image_encoder.image_size)
-            latent = objective.probe(prior.image_encoder(pixels).mean(-1))[0]  # [d_latent]
+            latent = objective.read_latent(prior.image_encoder.embed_images_grid([picture(asset)]))[0]  # [d_latent]
             mesh = to_eval_mesh(decode_latent_mesh(xm, latent, grid_size=64))
             rows.append(dict(category=asset.category, iou=volumetric_iou(mesh, asset_mesh(asset), 64)))
             print(f"{asset.category:10s} {rows[-1]['iou']:.3f}", flush=True)

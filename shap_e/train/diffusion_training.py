@@ -192,9 +192,14 @@ class LatentProbeObjective(nn.Module):
             self.prior, x_start, t, model_kwargs={"embeddings": grid, "keep": keep}, noise=noise
         )
         terms = {k: v.mean() for k, v in terms.items()}
-        terms["latent_probe"] = (self.probe(grid.mean(-1)) - x_start).pow(2).mean()
+        terms["latent_probe"] = (self.read_latent(grid) - x_start).pow(2).mean()
         terms["loss"] = terms["loss"] + self.weight * terms["latent_probe"]
         return terms
+
+
+    def read_latent(self, grid: torch.Tensor) -> torch.Tensor:
+        """The probe's latent `[batch, d_latent]` for an encoder grid `[batch, width, tokens]`."""
+        return self.probe(grid.mean(-1))
 
 
 def latent_probe_loss_fn(device: torch.device):
