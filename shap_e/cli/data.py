@@ -24,8 +24,9 @@ def add_commands(commands) -> None:
     latents.add_argument("data", help="dataset folder (from `shap-e dataset`)")
     latents.add_argument("-o", "--out", required=True, help="output .safetensors file")
     latents.add_argument("--stage", choices=("text", "image"), required=True, help="conditions to pair with")
-    latents.add_argument("--transmitter", required=True, help="a registry name or a transmitter YAML config")
-    latents.add_argument("--weights", help="weights file for a YAML --transmitter")
+    latents.add_argument("--transmitter", required=True,
+                         help="a registry name (encodes with its registered weights) or a transmitter YAML config")
+    latents.add_argument("--weights", help="weights file: required with a YAML --transmitter, optional with a name")
     latents.add_argument("--per-asset", type=int, default=4, help="captions or renders per asset")
     latents.add_argument("--image-size", type=int, default=64, help="render size for --stage image")
     latents.add_argument("--seed", type=int, default=0)
@@ -59,7 +60,11 @@ def run_latents(args) -> None:
         raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
     if args.text_tokens < 0 or (args.text_tokens and args.stage != "text"):
         raise CliError(f"--text-tokens {args.text_tokens}: give a positive count with --stage text, or leave it out")
-    model = build_model(args.transmitter, args.weights, training_device())
+    if args.weights is None and args.transmitter.endswith((".yaml", ".yml")):
+        raise CliError(f"--transmitter {args.transmitter} is a config without weights: pass its trained weights "
+                       "with --weights (an untrained transmitter encodes meaningless latents)")
+    # A registry name without --weights loads the registered weights (build_model's init == name).
+    model = build_model(args.transmitter, args.weights or args.transmitter, training_device())
     dataset = build_latent_dataset(
         model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size,
         refine_steps=args.refine_steps, cache_dir=args.cache_dir, text_tokens=args.text_tokens,

