@@ -168,7 +168,7 @@ for _spec in (
     ModelSpec("text-small", "text_small_config.yaml", sha256="e68204e30cd0fa1becba8686de30c68bd3d978e7990da149850723be841f7740",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="686096c47c94b49288edb43710dab2b3a6586853497b209659f259e1e0657bc2",
+    ModelSpec("image-small", "image_small_config.yaml", sha256="43cf85a254b96e0a89f6b0e38119a0637a85764f50a02a5a795e755d186ffbfc",
               weights_file="image-small.safetensors", n_params=1_485_888, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):
