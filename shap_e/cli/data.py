@@ -54,13 +54,13 @@ def run_dataset(args) -> None:
 def run_latents(args) -> None:
     from shap_e.cli import CliError
     from shap_e.train.latents import build_latent_dataset
-    from shap_e.train.run import build_model, training_device
+    from shap_e.train.run import build_model, is_config_file, training_device
 
     if args.refine_steps < 0:
         raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
     if args.text_tokens < 0 or (args.text_tokens and args.stage != "text"):
         raise CliError(f"--text-tokens {args.text_tokens}: give a positive count with --stage text, or leave it out")
-    if args.weights is None and args.transmitter.endswith((".yaml", ".yml")):
+    if args.weights is None and is_config_file(args.transmitter):
         raise CliError(f"--transmitter {args.transmitter} is a config without weights: pass its trained weights "
                        "with --weights (an untrained transmitter encodes meaningless latents)")
     # A registry name without --weights loads the registered weights (build_model's init == name).

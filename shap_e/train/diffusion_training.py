@@ -196,7 +196,6 @@ class LatentProbeObjective(nn.Module):
         terms["loss"] = terms["loss"] + self.weight * terms["latent_probe"]
         return terms
 
-
     def read_latent(self, grid: torch.Tensor) -> torch.Tensor:
         """The probe's latent `[batch, d_latent]` for an encoder grid `[batch, width, tokens]`."""
         return self.probe(grid.mean(-1))

@@ -49,13 +49,18 @@ def read_training_config(path) -> Dict[str, Any]:
     return config
 
 
+def is_config_file(value) -> bool:
+    """True when a config reference names a YAML file rather than a registry entry."""
+    return isinstance(value, (str, Path)) and str(value).endswith((".yaml", ".yml"))
+
+
 def read_config(value) -> Dict[str, Any]:
     """A config given inline (a dict), as a YAML file path, or as a registry name (e.g. `diffusion`)."""
     from shap_e.models.download import load_config
 
     if isinstance(value, dict):
         return value
-    if str(value).endswith((".yaml", ".yml")):
+    if is_config_file(value):
         return read_training_config(value)
     return load_config(str(value))
 
@@ -71,7 +76,7 @@ def build_model(model_config, init: Optional[str], device: torch.device) -> torc
     from shap_e.models.configs import model_from_config
     from shap_e.models.download import load_config, load_model, load_state_dict_file, load_state_dict_strict
 
-    if isinstance(model_config, str) and not model_config.endswith((".yaml", ".yml")):
+    if isinstance(model_config, str) and not is_config_file(model_config):
         if init == model_config:
             return load_model(model_config, device=device)
         model_config = load_config(model_config)

@@ -143,3 +143,13 @@ def test_without_normalize_latents_the_diffusion_config_is_written_unchanged(tmp
     assert main(["train", "text", "--config", str(write_config(tmp_path))]) == 0
     written = yaml.safe_load((tmp_path / "run" / "diffusion.yaml").read_text())
     assert written == {"schedule": "exp", "timesteps": 32, "mean_type": "x_start"}
+
+
+def test_is_config_file_tells_yaml_paths_from_registry_names(tmp_path):
+    from shap_e.train.run import is_config_file, read_config
+
+    assert is_config_file("recipes/image-small.yaml") and is_config_file(tmp_path / "t.yml")
+    assert not is_config_file("transmitter-small") and not is_config_file({"name": "x"})
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"name": "from-file"}))
+    assert read_config(tmp_path / "c.yaml") == {"name": "from-file"}
+    assert read_config("diffusion-small")["schedule"] == "cosine"  # a registry name goes to load_config
