@@ -1,4 +1,4 @@
-"""Pieces shared by the commands: device choice, model choice, atomic output folders."""
+"""Pieces shared by the commands: device choice, model choice, atomic output folders, sampling options."""
 import os
 import shutil
 import sys
@@ -84,3 +84,23 @@ def add_vertex_placement_option(parser) -> None:
         "--vertex-placement", choices=VERTEX_PLACEMENTS, default="reference",
         help="mesh vertices as the release places them (shrunk by (G-1)/(G+1)) or on the true surface",
     )
+
+
+def add_init_strength_option(parser) -> None:
+    parser.add_argument("--init-strength", type=float,
+                        help="for an image prior with a latent head: start sampling from the latent it reads off the "
+                        "picture, at this SDEdit strength in (0, 1]; 1 samples from noise (default: the model's "
+                        "recommended value, else 1)")
+
+
+def resolve_init_strength(requested: Optional[float], recommended: Optional[float], prior, name: str) -> float:
+    """The SDEdit strength to sample with: `requested`, else the registry's `recommended`, else 1
+    (from noise). Below 1 the prior must have a latent head."""
+    from shap_e.cli import CliError
+
+    strength = requested if requested is not None else (recommended if recommended is not None else 1.0)
+    if not 0 < strength <= 1:
+        raise CliError(f"--init-strength must be in (0, 1], got {strength}")
+    if strength < 1 and getattr(prior, "latent_head", None) is None:
+        raise CliError(f"--init-strength {strength} needs a prior with a latent head; {name!r} has none (use 1)")
+    return strength

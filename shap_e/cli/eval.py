@@ -4,7 +4,7 @@ Results go to a JSON file (default `model_cards/eval_<task>_<model>.json`) with 
 """
 from pathlib import Path
 
-from shap_e.cli.common import add_vertex_placement_option, pick_device, say
+from shap_e.cli.common import add_init_strength_option, add_vertex_placement_option, pick_device, resolve_init_strength, say
 
 TASKS = {
     "reconstruction": "encoder round trip: IoU, Chamfer distance, colour error",
@@ -41,6 +41,8 @@ def add_commands(commands) -> None:
         sub.add_argument("--references", choices=REFERENCES, default="ground-truth",
                          help="the category classifier's references: the ground-truth shapes, or those plus "
                               "their reconstructions by the decoder (classifier task: needs --decoder)")
+        if task == "image":
+            add_init_strength_option(sub)
         sub.set_defaults(run=run_eval)
 
 
@@ -126,5 +128,6 @@ def _evaluate_model(args, model_name: str):
     if args.task == "text":
         prompts = run.heldout_prompts(args.split, args.n, args.seed)
         return run.evaluate_text_to_3d(model, xm, prompts, **options)
+    options["init_strength"] = resolve_init_strength(args.init_strength, spec.init_strength, model, model_name)
     assets = list(iter_dataset(args.split, args.n, args.seed))
     return run.evaluate_image_to_3d(model, xm, assets, resolution=args.resolution, **options)

@@ -9,7 +9,16 @@ from typing import Any, Dict, List
 import torch
 
 from shap_e import __version__
-from shap_e.cli.common import DTYPES, add_vertex_placement_option, atomic_directory, choose_model, pick_device, say
+from shap_e.cli.common import (
+    DTYPES,
+    add_init_strength_option,
+    add_vertex_placement_option,
+    atomic_directory,
+    choose_model,
+    pick_device,
+    resolve_init_strength,
+    say,
+)
 from shap_e.diffusion.presets import PRESETS
 
 FORMATS = ("glb", "ply", "obj")
@@ -28,6 +37,7 @@ def add_commands(commands) -> None:
     for parser, kind in ((text, "text"), (image, "image")):
         add_sampling_options(parser, kind)
         parser.set_defaults(run=run_generate, kind=kind)
+    add_init_strength_option(image)
 
 
 def add_sampling_options(parser, kind: str) -> None:
@@ -136,6 +146,8 @@ def run_generate(args) -> None:
     models = load_pipeline(name, device, args.cache_dir)
     if args.guidance is None:
         args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
+    args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), models["init_strength"],
+                                               models["prior"], name)
     for label, model_kwargs in distributed_share(jobs):
         generate_one(models, name, label, model_kwargs, formats, device, args)
 
@@ -171,12 +183,13 @@ def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
     xm = load_model(decoder, device=device, cache_dir=cache_dir)
     diffusion = diffusion_from_config(load_config(spec.diffusion))
     say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
-    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder, "guidance_scale": spec.guidance_scale}
+    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder, "guidance_scale": spec.guidance_scale,
+            "init_strength": spec.init_strength}
 
 
 def generate_one(models, name, label, model_kwargs, formats, device, args) -> None:
     from shap_e.diffusion.presets import resolve_preset
-    from shap_e.diffusion.sample import sample_latents
+    from shap_e.diffusion.sample import regression_start, sample_latents
 
     settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
     generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
@@ -185,14 +198,14 @@ def generate_one(models, name, label, model_kwargs, formats, device, args) -> No
         args.batch, models["prior"], models["diffusion"], model_kwargs, args.guidance, True,
         False, True, settings.karras_steps, settings.sigma_min, settings.sigma_max, settings.s_churn,
         device=device, progress=True, sampler=settings.sampler, generator=generators,
-        dtype=DTYPES.get(args.dtype),
+        dtype=DTYPES.get(args.dtype), **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
     )
     sample_seconds = time.perf_counter() - t0
     for i, latent in enumerate(latents):
         meta = {
             "prompt" if args.kind == "text" else "image": label, "model": name, "decoder": models["decoder"],
             "seed": args.seed + i, "preset": settings.name, "sampler": settings.sampler,
-            "steps": settings.karras_steps, "guidance": args.guidance,
+            "steps": settings.karras_steps, "guidance": args.guidance, "init_strength": args.init_strength,
             "grid_size": args.grid_size, "package_version": __version__,
             "seconds": {"sampling_batch": round(sample_seconds, 3)},
         }

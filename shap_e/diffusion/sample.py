@@ -10,7 +10,7 @@ from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, k
 from shap_e.diffusion.noise import GeneratorArg, check_generator, randn
 from shap_e.diffusion.presets import resolve_preset
 
-__all__ = ["sample_latents"]
+__all__ = ["regression_start", "sample_latents"]
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -97,6 +97,22 @@ def sample_latents(
         options = {"s_churn": s_churn} if s_churn else {}
         x = SAMPLERS[sampler](denoiser, x, sigmas, generator=generator, progress=progress, **options)
         return diffusion.unscale_channels(x)
+
+
+def regression_start(
+    model: torch.nn.Module, batch_size: int, model_kwargs: Dict[str, Any], strength: float
+) -> Dict[str, Any]:
+    """`sample_latents` keyword arguments that start from the prior's own regressed latent.
+
+    `model.regress_latent` (an image prior with a latent head) reads a `[batch_size, d_latent]` guess
+    off the pictures in `model_kwargs`; sampling then starts there at SDEdit `strength`. At strength
+    1 this is `{}`: sampling from noise, and any prior works.
+    """
+    if not 0 < strength <= 1:
+        raise ValueError(f"strength must be in (0, 1], got {strength}")
+    if strength == 1:
+        return {}
+    return {"init_latent": model.regress_latent(batch_size, model_kwargs), "strength": strength}
 
 
 def _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps, s_churn, sampler,

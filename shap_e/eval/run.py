@@ -165,7 +165,7 @@ def _sample_meshes(
     prior, xm, model_kwargs_list: List[Dict[str, Any]], options: Dict[str, Any], progress: bool
 ) -> List[Any]:
     """One latent per entry of `model_kwargs_list` (each a batch of one), decoded to a `TorchMesh`."""
-    from shap_e.diffusion.sample import sample_latents
+    from shap_e.diffusion.sample import regression_start, sample_latents
     from shap_e.util.notebooks import decode_latent_mesh
 
     device, seed, batch = options["device"], options["seed"], options["batch_size"]
@@ -174,9 +174,11 @@ def _sample_meshes(
         chunk = model_kwargs_list[first:first + batch]
         kwargs = {key: [v for kw in chunk for v in kw[key]] for key in chunk[0]}
         generators = [torch.Generator().manual_seed(seed + first + k) for k in range(len(chunk))]
+        init = regression_start(prior, len(chunk), kwargs, options.get("init_strength", 1.0))
         latents = sample_latents(
             len(chunk), prior, options["diffusion"], kwargs, options["guidance_scale"], True, False, True,
             options["steps"], 1e-3, 160.0, 0.0, device=device, sampler=options["sampler"], generator=generators,
+            **init,
         )
         meshes += [decode_latent_mesh(xm, latent, grid_size=options["grid_size"],
                                       vertex_placement=options["vertex_placement"]) for latent in latents]
@@ -273,14 +275,19 @@ def evaluate_image_to_3d(
     sampler: str = "heun",
     progress: bool = False,
     vertex_placement: str = "reference",
+    init_strength: float = 1.0,
 ) -> Dict[str, Any]:
     """Generate one mesh from `image_fn(asset)` (default `picture`) per asset and compare it with the
     pictured asset: IoU on a `resolution`^3 grid in the world frame, category and colour.
-    `vertex_placement` as in `evaluate_reconstruction`."""
+    `vertex_placement` as in `evaluate_reconstruction`; `init_strength` below 1 starts each sample
+    from the prior's regressed latent (`SplitVectorDiffusion.regress_latent`) at that SDEdit strength."""
     start = time.perf_counter()
+    if not 0 < init_strength <= 1:
+        raise ValueError(f"init_strength must be in (0, 1], got {init_strength}")
     options = _options(
         prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler, vertex_placement
     )
+    options["init_strength"] = init_strength
     classifier = classifier or build_classifier()
     meshes = _sample_meshes(prior, xm, [{"images": [image_fn(a)]} for a in assets], options, progress)
     rows = []

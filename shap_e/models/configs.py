@@ -74,7 +74,8 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
     )
 
     check_keys(
-        config, {"name", "d_latent", "latent_ctx", "inner", "conditioner", "image_encoder"}, "SplitVectorDiffusion"
+        config, {"name", "d_latent", "latent_ctx", "inner", "conditioner", "image_encoder", "latent_head"},
+        "SplitVectorDiffusion",
     )
     inner = dict(config["inner"])
     inner_classes = {
@@ -100,10 +101,26 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
     wrapped = inner_classes[inner_name](
         input_channels=channels, output_channels=2 * channels, n_ctx=latent_ctx, device=device, **inner
     )
+    image_encoder = _image_encoder(config.get("image_encoder"), device)
     return SplitVectorDiffusion(
         wrapped=wrapped, d_latent=d_latent, latent_ctx=latent_ctx, conditioner=config.get("conditioner", "clip"),
-        image_encoder=_image_encoder(config.get("image_encoder"), device),
+        image_encoder=image_encoder,
+        latent_head=_latent_head(config.get("latent_head", False), image_encoder, d_latent, device),
     )
+
+
+def _latent_head(enabled: Any, image_encoder: Optional[nn.Module], d_latent: int, device) -> Optional[nn.Module]:
+    """The prior's `LatentHead` (`latent_head: true`), sized to its own image encoder's grid."""
+    if not isinstance(enabled, bool):
+        raise ValueError(f"latent_head must be true or false, got {enabled!r}")
+    if not enabled:
+        return None
+    if image_encoder is None:
+        raise ValueError("latent_head: true needs the prior's own image encoder (conditioner: grid_encoder and an "
+                         "image_encoder block)")
+    from shap_e.models.image_encoder import LatentHead
+
+    return LatentHead(image_encoder.grid_shape[0], d_latent, device=device)
 
 
 def _image_encoder(config: Optional[Mapping[str, Any]], device) -> Optional[nn.Module]:

@@ -171,15 +171,20 @@ class SplitVectorDiffusion(nn.Module):
         latent_ctx: int,
         conditioner: str = "clip",
         image_encoder: Optional[nn.Module] = None,
+        latent_head: Optional[nn.Module] = None,
     ):
         super().__init__()
         _check_conditioner(wrapped, conditioner, image_encoder)
+        if latent_head is not None and image_encoder is None:
+            raise ValueError("a latent_head reads the prior's own image grid; it needs conditioner='grid_encoder'")
         self.d_latent = d_latent
         self.n_ctx = latent_ctx
         self.wrapped = wrapped
         self.conditioner = conditioner
         # Registered only when present, so CLIP/MiniLM priors keep the release state-dict keys.
         self.image_encoder = image_encoder
+        # The image encoder's regression of the latent (`LatentHead`), a start for sampling; optional.
+        self.latent_head = latent_head
         self._clip = None
 
     @property
@@ -222,6 +227,21 @@ class SplitVectorDiffusion(nn.Module):
         h = self.wrapped(h, t, embeddings=embeddings)
         mean, var = h.chunk(2, dim=1)
         return torch.cat([mean.permute(0, 2, 1).flatten(1), var.permute(0, 2, 1).flatten(1)], dim=1)
+
+    def regress_latent(self, batch_size: int, model_kwargs: Dict[str, Any]) -> torch.Tensor:
+        """`[batch_size, d_latent]`: the latent head's single guess of the pictured object's latent.
+
+        `model_kwargs` holds `images=` (as for sampling). The guess is a mean over what the picture
+        leaves open, so it is smooth; `sample_latents(..., init_latent=guess, strength=s)` adds the
+        detail (the registry's `init_strength`).
+        """
+        if self.latent_head is None:
+            raise ValueError("this prior has no latent head (config latent_head: true); sample from noise instead")
+        if model_kwargs.get("images") is None:
+            raise ValueError("regress_latent needs images= in model_kwargs: the head reads the picture")
+        grid = self.cached_model_kwargs(batch_size, model_kwargs)["embeddings"]  # [batch, width, tokens]
+        with torch.no_grad():
+            return self.latent_head(grid).float()
 
     def set_clip(self, clip) -> None:
         """Embed `texts=`/`images=` with this encoder (a `FrozenCLIP`, or any conditioner of

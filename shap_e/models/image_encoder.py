@@ -6,6 +6,9 @@ the output is channel-major like CLIP's, ``[batch, width, n_tokens]`` with
 the prior applies its own LayerNorm over the channels. Architecture: a stride-2 convolution stem
 (``log2(patch_size)`` blocks; convolutions give the locality a from-scratch model on a small dataset
 needs), a learned position embedding, then ``layers`` pre-norm transformer blocks.
+
+A :class:`LatentHead` reads a whole latent off such a grid: the encoder's single best guess of the
+pictured object, trained by squared error (``latent_probe`` in training) and used to start sampling.
 """
 import math
 from typing import Any, Sequence, Tuple, Union
@@ -15,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["ImageGridEncoder", "images_to_pixels"]
+__all__ = ["ImageGridEncoder", "LatentHead", "images_to_pixels"]
 
 ImagesLike = Union[torch.Tensor, Sequence[Any]]
 
@@ -134,3 +137,19 @@ class ImageGridEncoder(nn.Module):
         """
         device = self.pos_emb.device
         return self(images_to_pixels(images, self.image_size).to(device, self.pos_emb.dtype)).float()
+
+
+class LatentHead(nn.Sequential):
+    """An MLP that regresses a latent from an image grid averaged over its tokens.
+
+    ``forward(grid [batch, width, n_tokens]) -> [batch, d_latent]``; layers: LayerNorm, Linear to
+    ``4 * width``, GELU, Linear to ``d_latent`` (state-dict keys ``0.*``, ``1.*``, ``3.*``).
+    """
+
+    def __init__(self, width: int, d_latent: int, device: Union[str, torch.device, None] = None) -> None:
+        super().__init__(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, d_latent))
+        self.to(device)
+
+    def forward(self, grid: torch.Tensor) -> torch.Tensor:
+        """``[batch, width, n_tokens]`` -> ``[batch, d_latent]``."""
+        return super().forward(grid.mean(-1))

@@ -37,6 +37,9 @@ class ModelSpec:
     :param diffusion: for a prior, the registry name of its diffusion config.
     :param guidance_scale: for a prior, the classifier-free guidance it samples best with (the CLI's
         default for it); None keeps the command's own default.
+    :param init_strength: for a prior with a latent head (`regress_latent`), the SDEdit strength in
+        (0, 1) at which sampling starts from the head's latent instead of from noise (the CLI's
+        default for it); None samples from noise.
     :param weights_file: weights that ship with the package (a name inside ``shap_e/weights/``, or
         an absolute path), checked against ``sha256`` when loaded; nothing is downloaded.
     """
@@ -53,6 +56,7 @@ class ModelSpec:
     decoders: Tuple[str, ...] = ()
     diffusion: str = "diffusion"
     guidance_scale: Optional[float] = None
+    init_strength: Optional[float] = None
     weights_file: Optional[str] = None
 
     def __post_init__(self) -> None:
@@ -62,6 +66,8 @@ class ModelSpec:
             raise ValueError(
                 f"ModelSpec {self.name!r}: sha256={self.sha256!r} must be 64 hex digits when url or weights_file is set"
             )
+        if self.init_strength is not None and not 0 < self.init_strength < 1:
+            raise ValueError(f"ModelSpec {self.name!r}: init_strength={self.init_strength} must be in (0, 1) or None")
         if self.config_sha256 is not None and not _is_sha256(self.config_sha256):
             raise ValueError(
                 f"ModelSpec {self.name!r}: config_sha256={self.config_sha256!r} must be 64 hex digits or None"
@@ -168,9 +174,9 @@ for _spec in (
     ModelSpec("text-small", "text_small_config.yaml", sha256="e68204e30cd0fa1becba8686de30c68bd3d978e7990da149850723be841f7740",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="43cf85a254b96e0a89f6b0e38119a0637a85764f50a02a5a795e755d186ffbfc",
-              weights_file="image-small.safetensors", n_params=1_485_888, decoders=("transmitter-small",),
-              guidance_scale=2.0, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
+    ModelSpec("image-small", "image_small_config.yaml", sha256="bba8a221ed1ddc1cff68c1c167bfe670d0424f9464609e10c1810096d3e467de",
+              weights_file="image-small.safetensors", n_params=3_653_440, decoders=("transmitter-small",),
+              guidance_scale=2.0, init_strength=0.2, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):
     register_model(_spec)
 del _spec

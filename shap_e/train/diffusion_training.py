@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
+from shap_e.models.image_encoder import LatentHead
 from shap_e.train.loop import step_generator
 from shap_e.util.atomic import write_safetensors
 
@@ -161,11 +162,12 @@ def _model_kwargs(batch: DiffusionBatch, device: torch.device) -> Dict[str, torc
 class LatentProbeObjective(nn.Module):
     """The diffusion loss of a prior that owns its image encoder, plus `weight` times a latent probe.
 
-    The probe, a small MLP, reads the pictured asset's latent `[batch, d_latent]` off the encoder's
-    grid `[batch, width, tokens]` averaged over the tokens; its squared error trains the encoder
-    directly to see the shape, a stronger signal than the one the denoiser passes back. Every row's
-    picture feeds the probe, CFG-dropped rows included (the denoiser still gets the zero grid for
-    those). The probe is for training only: `prior` is what gets exported.
+    The probe, a `LatentHead` MLP, reads the pictured asset's latent `[batch, d_latent]` off the
+    encoder's grid `[batch, width, tokens]` averaged over the tokens; its squared error trains the
+    encoder directly to see the shape, a stronger signal than the one the denoiser passes back. Every
+    row's picture feeds the probe, CFG-dropped rows included (the denoiser still gets the zero grid for
+    those). The probe is the prior's own `latent_head` when it has one (exported with it, a start for
+    sampling); otherwise it is this objective's `probe`, for training only.
 
     `forward(x_start, t, noise, images, keep) -> {"loss", "mse", "vb", "latent_probe"}` (batch means).
     """
@@ -176,11 +178,9 @@ class LatentProbeObjective(nn.Module):
             raise ValueError("latent_probe needs a prior that owns its image encoder (conditioner: grid_encoder)")
         if weight <= 0:
             raise ValueError(f"latent_probe={weight} must be positive (0 trains without the probe)")
-        width = prior.image_encoder.grid_shape[0]
         self.prior, self.diffusion, self.weight = prior, diffusion, weight
-        self.probe = nn.Sequential(
-            nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, prior.d_latent)
-        )
+        if getattr(prior, "latent_head", None) is None:
+            self.probe = LatentHead(prior.image_encoder.grid_shape[0], prior.d_latent)
 
     def forward(
         self, x_start: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, images: torch.Tensor, keep: torch.Tensor
@@ -198,7 +198,8 @@ class LatentProbeObjective(nn.Module):
 
     def read_latent(self, grid: torch.Tensor) -> torch.Tensor:
         """The probe's latent `[batch, d_latent]` for an encoder grid `[batch, width, tokens]`."""
-        return self.probe(grid.mean(-1))
+        head = self.prior.latent_head if getattr(self.prior, "latent_head", None) is not None else self.probe
+        return head(grid)
 
 
 def latent_probe_loss_fn(device: torch.device):

@@ -195,3 +195,34 @@ def test_text_small_names_the_prompt_words_it_never_saw_in_training(tmp_path, ca
     assert list((tmp_path / "odd").glob("*/mesh.ply"))  # a note, not an error: the sample is still written
     assert main(common + ["a crimson box", "-o", str(tmp_path / "known")]) == 0
     assert "never saw" not in capsys.readouterr().err
+
+
+def test_image_sampling_starts_from_the_latent_head_at_the_recommended_strength(tiny_models, capsys, monkeypatch):
+    import dataclasses
+
+    from PIL import Image
+
+    from shap_e.models.configs import model_from_config
+
+    config = {
+        "name": "SplitVectorDiffusion", "d_latent": 64 * 24, "latent_ctx": 64, "conditioner": "grid_encoder",
+        "latent_head": True, "image_encoder": {"image_size": 16, "patch_size": 4, "width": 16, "layers": 1, "heads": 2},
+        "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 16, "layers": 1, "heads": 2,
+                  "grid_channels": 16, "grid_tokens": 16, "time_token_cond": True, "use_pos_emb": True},
+    }
+    torch.manual_seed(0)
+    for name, cfg in (("tiny-image", config), ("tiny-image-nohead", dict(config, latent_head=False))):
+        register_tiny(monkeypatch, tiny_models, name, cfg, model_from_config(cfg).state_dict(), decoders=("tiny-xm",))
+    monkeypatch.setitem(registry.MODELS, "tiny-image",
+                        dataclasses.replace(registry.MODELS["tiny-image"], init_strength=0.5))
+    picture = tiny_models / "pic.png"
+    Image.new("RGB", (24, 24), (200, 30, 30)).save(picture)
+    common = ["image", str(picture), "--format", "ply", "--grid-size", "16", "--steps", "4", "--device", "cpu",
+              "--cache-dir", str(tiny_models / "cache")]
+    for out, extra, strength in (("recommended", [], 0.5), ("noise", ["--init-strength", "1"], 1.0)):
+        assert main(common + ["--model", "tiny-image", "-o", str(tiny_models / out)] + extra) == 0, capsys.readouterr().err
+        assert json.loads((tiny_models / out / "pic_png_seed0" / "meta.json").read_text())["init_strength"] == strength
+    assert main(common + ["--model", "tiny-image-nohead", "--init-strength", "0.5", "-o", str(tiny_models / "x")]) == 2
+    assert "needs a prior with a latent head; 'tiny-image-nohead' has none" in capsys.readouterr().err
+    assert main(common + ["--model", "tiny-image", "--init-strength", "0", "-o", str(tiny_models / "y")]) == 2
+    assert "--init-strength must be in (0, 1]" in capsys.readouterr().err

@@ -104,6 +104,25 @@ def test_image_to_3d_conditions_on_a_picture_of_each_asset(transmitter, small_cl
     assert all(0.0 <= r["iou"] <= 1.0 for r in result["rows"])
 
 
+def test_image_to_3d_starts_from_the_regressed_latent_below_strength_one(transmitter, small_classifier):
+    assets = list(iter_dataset("heldout_pairs", 2, seed=3))
+    prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "image_grid")
+    asked = []
+
+    def regress_latent(batch_size, model_kwargs):
+        asked.append(len(model_kwargs["images"]))
+        return torch.zeros(batch_size, prior.d_latent)
+
+    prior.regress_latent = regress_latent
+    options = dict(classifier=small_classifier, resolution=16, image_fn=lambda a: picture(a, size=32), **SAMPLING)
+    assert evaluate_image_to_3d(prior, transmitter, assets, **options)["settings"]["init_strength"] == 1.0
+    assert asked == []
+    result = evaluate_image_to_3d(prior, transmitter, assets, init_strength=0.5, **options)
+    assert asked == [2] and result["settings"]["init_strength"] == 0.5
+    with pytest.raises(ValueError, match="init_strength"):
+        evaluate_image_to_3d(prior, transmitter, assets, init_strength=0.0, **options)
+
+
 def test_picture_shows_the_object_in_its_colour_on_white():
     asset = next(iter(iter_dataset("heldout_pairs", 1, seed=0)))
     pixels = torch.tensor(np.asarray(picture(asset, size=48))).reshape(-1, 3).float()  # [H*W, 3]

@@ -60,3 +60,11 @@ def test_a_spec_cannot_both_download_and_bundle():
 def test_relative_weights_files_resolve_inside_the_package():
     spec = ModelSpec("x", "c.yaml", sha256="0" * 64, weights_file="w.safetensors")
     assert spec.bundled_weights == registry.WEIGHTS_DIR / "w.safetensors"
+
+
+def test_the_bundled_weights_fit_in_25_megabytes_together():
+    from shap_e.models.registry import MODELS
+
+    files = [spec.bundled_weights for spec in MODELS.values() if spec.weights_file]
+    assert len(files) == 3 and all(f.is_file() for f in files)
+    assert sum(f.stat().st_size for f in files) <= 25_000_000

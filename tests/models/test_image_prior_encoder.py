@@ -136,3 +136,54 @@ def test_images_on_a_prior_without_encoder_and_set_clip_on_one_with_are_rejected
         clip_prior(x, t, images=pixels)
     with pytest.raises(ValueError, match="set_clip does not apply"):
         build().set_clip(object())
+
+
+def test_a_latent_head_regresses_one_latent_per_picture_from_the_owned_encoder():
+    torch.manual_seed(0)
+    model = model_from_config(dict(tiny_image_prior(), latent_head=True)).eval()
+    assert {k.split(".")[0] for k in model.state_dict()} == {"wrapped", "image_encoder", "latent_head"}
+    pictures = [photo(0), photo(1), photo(0)]
+    guess = model.regress_latent(3, {"images": pictures})
+    assert guess.shape == (3, 32) and not guess.requires_grad
+    torch.testing.assert_close(guess[0], guess[2], rtol=0, atol=0)
+    assert not torch.allclose(guess[0], guess[1])
+    with torch.no_grad():
+        grid = model.image_encoder.embed_images_grid(pictures)
+        torch.testing.assert_close(guess, model.latent_head.forward(grid))
+
+
+def test_a_latent_head_needs_the_owned_encoder_pictures_and_a_boolean_switch():
+    with pytest.raises(ValueError, match="latent_head must be true or false"):
+        model_from_config(dict(tiny_image_prior(), latent_head="yes"))
+    no_encoder = {k: v for k, v in tiny_image_prior().items() if k != "image_encoder"}
+    with pytest.raises(ValueError, match="own image encoder|grid_encoder"):
+        model_from_config(dict(no_encoder, latent_head=True))
+    plain = build()
+    assert "latent_head" not in {k.split(".")[0] for k in plain.state_dict()}
+    with pytest.raises(ValueError, match="no latent head"):
+        plain.regress_latent(1, {"images": [photo()]})
+    headed = model_from_config(dict(tiny_image_prior(), latent_head=True))
+    with pytest.raises(ValueError, match="needs images="):
+        headed.regress_latent(1, {})
+
+
+def test_sampling_from_the_regressed_latent_follows_it_at_low_strength():
+    from shap_e.diffusion.sample import regression_start
+
+    torch.manual_seed(0)
+    model = model_from_config(dict(tiny_image_prior(), latent_head=True)).eval()
+    torch.nn.init.normal_(model.latent_head[3].weight, std=1.0)
+    diffusion = diffusion_from_config({"schedule": "cosine", "timesteps": 64, "mean_type": "v"})
+    kwargs = {"images": [photo(0), photo(1)]}
+    assert regression_start(model, 2, kwargs, 1.0) == {}
+    with pytest.raises(ValueError, match="strength"):
+        regression_start(model, 2, kwargs, 0.0)
+    start = regression_start(model, 2, kwargs, 0.05)
+    torch.testing.assert_close(start["init_latent"], model.regress_latent(2, kwargs))
+
+    def draw(**extra):
+        return sample_latents(2, model, diffusion, kwargs, 1.0, False, False, True, 16, 1e-3, 160.0, 0.0,
+                              generator=[torch.Generator().manual_seed(i) for i in range(2)], **extra)
+
+    near, free = draw(**start), draw()
+    assert (near - start["init_latent"]).abs().mean() < 0.25 * (free - start["init_latent"]).abs().mean()

@@ -63,6 +63,13 @@ def test_model_spec_validates_hashes():
         ModelSpec("m", "c.yaml", config_sha256="XYZ")
 
 
+def test_model_spec_validates_the_init_strength():
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="init_strength"):
+            registry.ModelSpec("x", "x.yaml", init_strength=bad)
+    assert registry.ModelSpec("x", "x.yaml", init_strength=0.3).init_strength == 0.3
+
+
 def test_models_can_be_registered_from_a_yaml_file(tmp_path, monkeypatch):
     import yaml
 

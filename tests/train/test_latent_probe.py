@@ -42,7 +42,7 @@ def test_the_objective_adds_the_weighted_probe_error_to_the_unchanged_diffusion_
         plain = diffusion_loss_fn(objective.diffusion, CPU)(objective.prior, batch)
         terms = latent_probe_loss_fn(CPU)(objective, batch)
         grid = objective.prior.image_encoder(batch.conditions)  # [4, 16, 16]
-        probe_error = (objective.probe(grid.mean(-1)) - batch.x_start).pow(2).mean()
+        probe_error = (objective.probe(grid) - batch.x_start).pow(2).mean()
     for key in ("mse", "vb"):
         torch.testing.assert_close(terms[key], plain[key], rtol=0, atol=0)
     torch.testing.assert_close(terms["latent_probe"], probe_error)
@@ -99,3 +99,36 @@ def test_the_probe_on_a_text_stage_is_a_clear_error(tmp_path):
               "latent_probe": 1.0, "train": {"steps": 1, "out_dir": str(tmp_path / "run"), "progress": False}}
     with pytest.raises(ValueError, match="owns its image encoder"):
         train_diffusion("text", config)
+
+
+def test_a_prior_with_a_latent_head_is_its_own_probe_and_exports_it(tmp_path):
+    tiny_pixel_dataset(torch.uint8).save(tmp_path / "pixels.safetensors")
+    model = dict(TINY_IMAGE, latent_head=True)
+    torch.manual_seed(0)
+    with_head = LatentProbeObjective(model_from_config(model), diffusion_from_config(TINY_DIFFUSION), 1.0)
+    torch.manual_seed(0)
+    without = LatentProbeObjective(model_from_config(TINY_IMAGE), diffusion_from_config(TINY_DIFFUSION), 1.0)
+    assert not hasattr(with_head, "probe")
+    # The same initial weights under the new names: a run with the head repeats a run with the probe.
+    renamed = {k.replace("prior.latent_head.", "probe."): v for k, v in with_head.state_dict().items()}
+    assert renamed.keys() == without.state_dict().keys()
+    for key, value in without.state_dict().items():
+        torch.testing.assert_close(renamed[key], value, rtol=0, atol=0)
+
+    def run(model_config, name):
+        config = {"model": model_config, "diffusion": TINY_DIFFUSION, "data": str(tmp_path / "pixels.safetensors"),
+                  "batch_size": 4, "latent_probe": 1.0,
+                  "train": {"steps": 3, "lr": 1e-3, "out_dir": str(tmp_path / name), "progress": False,
+                            "ema_decay": 0.0, "seed": 7}}
+        exported = load_file(str(train_diffusion("image", config)))
+        return exported, torch.load(tmp_path / name / "checkpoint.pt", weights_only=True)["model"]
+
+    state, checkpoint = run(model, "head")
+    _, probe_checkpoint = run(TINY_IMAGE, "probe")
+    prior = model_from_config(model)
+    prior.load_state_dict(state, strict=True)  # the head is exported with the prior
+    assert not torch.equal(state["latent_head.3.weight"], renamed["probe.3.weight"])  # it was trained
+    # ... exactly as the training-only probe was: the same run under the new names.
+    assert {k.replace("prior.latent_head.", "probe."): v for k, v in checkpoint.items()}.keys() == probe_checkpoint.keys()
+    for key, value in checkpoint.items():
+        torch.testing.assert_close(value, probe_checkpoint[key.replace("prior.latent_head.", "probe.")], rtol=0, atol=0)
