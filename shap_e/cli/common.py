@@ -97,10 +97,13 @@ def resolve_init_strength(requested: Optional[float], recommended: Optional[floa
     """The SDEdit strength to sample with: `requested`, else the registry's `recommended`, else 1
     (from noise). Below 1 the prior must have a latent head."""
     from shap_e.cli import CliError
+    from shap_e.diffusion.sample import check_strength
 
     strength = requested if requested is not None else (recommended if recommended is not None else 1.0)
-    if not 0 < strength <= 1:
-        raise CliError(f"--init-strength must be in (0, 1], got {strength}")
+    try:
+        check_strength(strength, "--init-strength")
+    except ValueError as error:
+        raise CliError(str(error)) from None
     if strength < 1 and getattr(prior, "latent_head", None) is None:
         raise CliError(f"--init-strength {strength} needs a prior with a latent head; {name!r} has none (use 1)")
     return strength

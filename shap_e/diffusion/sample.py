@@ -10,7 +10,7 @@ from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, k
 from shap_e.diffusion.noise import GeneratorArg, check_generator, randn
 from shap_e.diffusion.presets import resolve_preset
 
-__all__ = ["regression_start", "sample_latents"]
+__all__ = ["check_strength", "regression_start", "sample_latents"]
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -99,6 +99,12 @@ def sample_latents(
         return diffusion.unscale_channels(x)
 
 
+def check_strength(strength: float, name: str = "strength") -> None:
+    """Raise a ValueError naming `name` unless the SDEdit `strength` is in (0, 1]."""
+    if not 0 < strength <= 1:
+        raise ValueError(f"{name} must be in (0, 1], got {strength}")
+
+
 def regression_start(
     model: torch.nn.Module, batch_size: int, model_kwargs: Dict[str, Any], strength: float
 ) -> Dict[str, Any]:
@@ -108,8 +114,7 @@ def regression_start(
     off the pictures in `model_kwargs`; sampling then starts there at SDEdit `strength`. At strength
     1 this is `{}`: sampling from noise, and any prior works.
     """
-    if not 0 < strength <= 1:
-        raise ValueError(f"strength must be in (0, 1], got {strength}")
+    check_strength(strength)
     if strength == 1:
         return {}
     return {"init_latent": model.regress_latent(batch_size, model_kwargs), "strength": strength}

@@ -281,9 +281,10 @@ def evaluate_image_to_3d(
     pictured asset: IoU on a `resolution`^3 grid in the world frame, category and colour.
     `vertex_placement` as in `evaluate_reconstruction`; `init_strength` below 1 starts each sample
     from the prior's regressed latent (`SplitVectorDiffusion.regress_latent`) at that SDEdit strength."""
+    from shap_e.diffusion.sample import check_strength
+
     start = time.perf_counter()
-    if not 0 < init_strength <= 1:
-        raise ValueError(f"init_strength must be in (0, 1], got {init_strength}")
+    check_strength(init_strength, "init_strength")  # before the classifier is built
     options = _options(
         prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler, vertex_placement
     )
