@@ -174,7 +174,7 @@ for _spec in (
     ModelSpec("text-small", "text_small_config.yaml", sha256="e68204e30cd0fa1becba8686de30c68bd3d978e7990da149850723be841f7740",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="bba8a221ed1ddc1cff68c1c167bfe670d0424f9464609e10c1810096d3e467de",
+    ModelSpec("image-small", "image_small_config.yaml", sha256="474979005c01cc7b654c161f5a496c6f5d70b055cf5da5aeffa04fa604035504",
               weights_file="image-small.safetensors", n_params=3_653_440, decoders=("transmitter-small",),
               guidance_scale=2.0, init_strength=0.2, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):

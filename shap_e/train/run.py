@@ -2,7 +2,9 @@
 
 Transmitter config keys: `model` (a Transmitter config dict or registry name), `data` (a folder of
 mesh files), `cache_dir` (encoder batches), `assets_per_step`, `n_sdf`, `n_color`, `n_rays`
-(supervision samples per asset and step), `loss_weights` (`sdf`, `color`, `nerf`), `init`, `train`.
+(supervision samples per asset and step), `loss_weights` (`sdf`, `color`, `nerf`), `data_workers`
+(processes that prepare the assets before training, default 1; the records are the same for any
+number), `init`, `train`.
 
 Diffusion config keys: `model` (a model config dict or YAML file, or a registry name such as
 `text300M` to build its architecture), `diffusion` (a diffusion config dict, YAML file or registry
@@ -15,11 +17,14 @@ and sampling needs that config), `condition_noise` (optional, default 0: text-em
 see `diffusion_batch_fn`), `token_dropout` (optional, default 0: word dropout on caption token grids,
 see `diffusion_batch_fn`), `latent_probe` (optional, default 0: for a prior that owns its image
 encoder, the weight of an auxiliary latent regression from the encoder's grid, see
-`LatentProbeObjective`; only the prior is exported) and `train` (the fields of `TrainConfig`).
+`LatentProbeObjective`; only the prior is exported), `head_refit` (optional: for a prior with a latent
+head, a mapping of `HeadRefitConfig` fields, `{}` for the defaults; after the last step the head is
+fitted afresh on the frozen encoder, see `shap_e.train.head_refit`) and `train` (the fields of
+`TrainConfig`).
 """
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import torch
 import yaml
@@ -28,13 +33,16 @@ from shap_e.models.configs import check_keys
 from shap_e.train.loop import TrainConfig, Trainer
 from shap_e.util.atomic import write_atomic, write_safetensors
 
+if TYPE_CHECKING:
+    from shap_e.train.head_refit import HeadRefitConfig
+
 DIFFUSION_KEYS = {
     "model", "diffusion", "data", "batch_size", "init", "normalize_latents", "condition_noise", "token_dropout",
-    "latent_probe", "train",
+    "latent_probe", "head_refit", "train",
 }
 TRANSMITTER_KEYS = {
     "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
-    "point_candidates", "init", "train",
+    "point_candidates", "data_workers", "init", "train",
 }
 TARGET_KEYS = {"n_near", "n_uniform", "n_color", "sigma", "n_surface"}
 
@@ -127,6 +135,7 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
         dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop,
         condition_noise=float(config.get("condition_noise", 0.0)), token_dropout=float(config.get("token_dropout", 0.0)),
     )
+    refit = head_refit_config(config, model, dataset)
     probe_weight = float(config.get("latent_probe", 0.0))
     if probe_weight:
         objective = LatentProbeObjective(model, diffusion, probe_weight).to(device)
@@ -138,7 +147,41 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
     if resume:
         trainer.resume()
     trainer.fit()
+    if refit is not None and trainer.rank == 0:
+        refit_exported_head(trainer, model, dataset, refit)
     return export_weights(trainer, prefix="prior." if probe_weight else "")
+
+
+def head_refit_config(config: Dict[str, Any], model: torch.nn.Module, dataset) -> Optional["HeadRefitConfig"]:
+    """The `head_refit` settings of a diffusion config (None without the key), checked before training."""
+    from dataclasses import fields
+
+    from shap_e.train.head_refit import HeadRefitConfig
+
+    if "head_refit" not in config:
+        return None
+    settings = config["head_refit"] if config["head_refit"] is not None else {}
+    if not isinstance(settings, dict):
+        raise ValueError(f"head_refit must be a mapping of settings ({{}} for the defaults), got {settings!r}")
+    check_keys(settings, {f.name for f in fields(HeadRefitConfig)}, "head_refit")
+    if getattr(model, "latent_head", None) is None:
+        raise ValueError("head_refit needs a prior with a latent head (model config latent_head: true)")
+    if dataset.conditions.dim() != 4:
+        raise ValueError("head_refit reads pictures; this latent dataset holds embeddings")
+    return HeadRefitConfig(**settings)
+
+
+def refit_exported_head(trainer: Trainer, model: torch.nn.Module, dataset, refit: "HeadRefitConfig") -> None:
+    """Refit `model.latent_head` (`shap_e.train.head_refit`) and make it the head that is exported,
+    in the EMA average too when there is one."""
+    from shap_e.train.head_refit import refit_latent_head
+
+    if trainer.ema is not None:
+        trainer.ema.copy_to(trainer.model)  # the exported encoder is the averaged one: fit the head on it
+    refit_latent_head(model, dataset.conditions, dataset.latents, refit, trainer.config.progress, trainer.log)
+    if trainer.ema is not None:
+        trainer.ema.shadow.update({k: v.detach().float().clone() for k, v in trainer.model.state_dict().items()
+                                   if k in trainer.ema.shadow})
 
 
 def latent_standardization(latents: torch.Tensor, min_std: float = 1e-3) -> Dict[str, list]:
@@ -189,6 +232,7 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
     records, skipped = load_asset_records(
         mesh_files(config["data"]), model.encoder, config.get("cache_dir"), train_config.seed, train_config.progress,
         random_sample_count=int(config.get("point_candidates", 2**19)), target_options=target_options,
+        workers=int(config.get("data_workers", 1)),
     )
     batch_fn = transmitter_batch_fn(
         records, int(config.get("assets_per_step", 4)), int(config.get("n_sdf", 4096)),

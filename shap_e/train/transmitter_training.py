@@ -4,10 +4,11 @@ Each step encodes a few assets and asks the decoded field for (a) signed distanc
 and away from the surface, (b) the STF colour at surface points, and (c) NeRF renders of random
 pixels of the encoder's own multiview images (coarse and fine passes, SPEC §5.5).
 """
+import multiprocessing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -65,33 +66,58 @@ def mesh_files(directory) -> List[Path]:
 
 def load_asset_records(
     paths: Sequence[Path], encoder: nn.Module, cache_dir=None, seed: int = 0, progress: bool = True,
-    random_sample_count: int = 2**19, target_options: Optional[Dict] = None,
+    random_sample_count: int = 2**19, target_options: Optional[Dict] = None, workers: int = 1,
 ) -> Tuple[List[AssetRecord], List[Tuple[str, str]]]:
     """Encoder batches and supervision for every readable asset; unreadable ones are skipped and returned.
 
     random_sample_count: surface candidates for the farthest-point sampling of the encoder's points.
     target_options: keyword arguments of `asset_targets` (sample counts, `sigma`).
+    workers: processes that prepare assets side by side (each with the caller's torch thread count);
+        every asset is seeded on its own, so the records are the same for any number of workers.
+        Where `fork` is missing (Windows), the workers are spawned and the calling script needs the
+        `if __name__ == "__main__":` guard.
     Views are rendered only for encoders that read them (`encoder.use_views`).
     """
-    from shap_e.util.data_util import load_or_create_multimodal_batch
-
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    jobs = [(str(path), seed, seed + i, random_sample_count, encoder.batch_options(), target_options or {}, cache_dir)
+            for i, path in enumerate(paths)]
+    bar = dict(total=len(jobs), desc="assets", disable=not progress)
+    if workers == 1:
+        results = [_prepare_asset(job) for job in tqdm(jobs, **bar)]
+    else:
+        # fork (as torch's DataLoader workers) needs no `if __name__ == "__main__"` guard in the caller's script
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        context = multiprocessing.get_context(method)
+        with context.Pool(workers, initializer=torch.set_num_threads, initargs=(torch.get_num_threads(),)) as pool:
+            results = list(tqdm(pool.imap(_prepare_asset, jobs), **bar))
     records, skipped = [], []
-    for i, path in enumerate(tqdm(paths, desc="assets", disable=not progress)):
-        try:
-            batch = load_or_create_multimodal_batch(
-                torch.device("cpu"), model_path=str(path), cache_dir=cache_dir,
-                random_sample_count=random_sample_count, seed=seed, **encoder.batch_options(),
-            )
-            targets = cached_asset_targets(str(path), seed + i, target_options or {}, cache_dir)
-        except (ValueError, OSError, IndexError, RuntimeError) as e:
-            skipped.append((str(path), f"{type(e).__name__}: {e}"))
-            continue
-        records.append(AssetRecord(batch, targets))
+    for (path, *_), result in zip(jobs, results):
+        if isinstance(result, str):
+            skipped.append((path, result))
+        else:
+            records.append(result)
     if skipped:
         warnings.warn(f"skipped {len(skipped)} unreadable asset(s), e.g. {skipped[0][0]}: {skipped[0][1]}")
     if not records:
         raise ValueError(f"none of the {len(paths)} assets could be read")
     return records, skipped
+
+
+def _prepare_asset(job: tuple) -> Union[AssetRecord, str]:
+    """One asset's `AssetRecord`, or why it could not be read (a module-level function: it runs in workers)."""
+    from shap_e.util.data_util import load_or_create_multimodal_batch
+
+    path, batch_seed, target_seed, random_sample_count, batch_options, target_options, cache_dir = job
+    try:
+        batch = load_or_create_multimodal_batch(
+            torch.device("cpu"), model_path=path, cache_dir=cache_dir,
+            random_sample_count=random_sample_count, seed=batch_seed, **batch_options,
+        )
+        targets = cached_asset_targets(path, target_seed, target_options, cache_dir)
+    except (ValueError, OSError, IndexError, RuntimeError) as e:
+        return f"{type(e).__name__}: {e}"
+    return AssetRecord(batch, targets)
 
 
 def cached_asset_targets(path: str, seed: int, options: Dict, cache_dir=None) -> AssetTargets:

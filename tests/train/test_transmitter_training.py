@@ -102,3 +102,25 @@ def test_targets_are_cached_by_content_seed_and_options(tiny_setup, tmp_path):
     assert len(list(tmp_path.glob("targets_*.pt"))) == 3
     uncached = cached_asset_targets(path, 5, options, None)
     assert torch.equal(first.sdf_points, uncached.sdf_points)
+
+
+def test_two_workers_prepare_the_same_records_as_one_and_skip_the_same_asset(tiny_setup, golden):
+    import copy
+
+    folder, _ = tiny_setup
+    config = copy.deepcopy(golden("e")["config"])
+    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=128)
+    encoder = model_from_config(config).encoder
+    options = dict(random_sample_count=1024, target_options=dict(n_near=64, n_uniform=32, n_color=16))
+    paths = mesh_files(folder)
+    with pytest.warns(UserWarning, match="skipped 1 unreadable asset"):
+        serial, serial_skipped = load_asset_records(paths, encoder, progress=False, **options)
+    with pytest.warns(UserWarning, match="skipped 1 unreadable asset"):
+        parallel, parallel_skipped = load_asset_records(paths, encoder, progress=False, workers=2, **options)
+    assert parallel_skipped == serial_skipped and len(parallel) == len(serial) == 3
+    for a, b in zip(serial, parallel):
+        assert torch.equal(a.batch.points, b.batch.points)
+        for name in ("sdf_points", "sdf_values", "color_points", "colors"):
+            assert torch.equal(getattr(a.targets, name), getattr(b.targets, name)), name
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        load_asset_records(paths, encoder, progress=False, workers=0)
