@@ -72,9 +72,10 @@ def load_asset_records(
 
     random_sample_count: surface candidates for the farthest-point sampling of the encoder's points.
     target_options: keyword arguments of `asset_targets` (sample counts, `sigma`).
-    workers: processes that prepare assets side by side (each with the caller's torch thread count);
-        every asset is seeded on its own, so the records are the same for any number of workers.
-        Where `fork` is missing (Windows), the workers are spawned and the calling script needs the
+    workers: processes that prepare assets side by side, each with one torch thread. Every asset is
+        seeded on its own, so with one torch thread in the caller too (as in the recipes) the records
+        are the same tensor for tensor for any number of workers. Where `fork` is missing
+        (Windows), the workers are spawned and the calling script needs the
         `if __name__ == "__main__":` guard.
     Views are rendered only for encoders that read them (`encoder.use_views`).
     """
@@ -86,10 +87,11 @@ def load_asset_records(
     if workers == 1:
         results = [_prepare_asset(job) for job in tqdm(jobs, **bar)]
     else:
-        # fork (as torch's DataLoader workers) needs no `if __name__ == "__main__"` guard in the caller's script
+        # fork needs no `if __name__ == "__main__"` guard in the caller's script; as in torch's DataLoader
+        # workers, a forked worker must run torch with one thread (OpenMP hangs in a fork otherwise)
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         context = multiprocessing.get_context(method)
-        with context.Pool(workers, initializer=torch.set_num_threads, initargs=(torch.get_num_threads(),)) as pool:
+        with context.Pool(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
             results = list(tqdm(pool.imap(_prepare_asset, jobs), **bar))
     records, skipped = [], []
     for (path, *_), result in zip(jobs, results):

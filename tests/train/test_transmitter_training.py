@@ -1,4 +1,9 @@
 """Transmitter training on procedural assets: the loss falls; bad assets are skipped and counted."""
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -124,3 +129,27 @@ def test_two_workers_prepare_the_same_records_as_one_and_skip_the_same_asset(tin
             assert torch.equal(getattr(a.targets, name), getattr(b.targets, name)), name
     with pytest.raises(ValueError, match="workers must be at least 1"):
         load_asset_records(paths, encoder, progress=False, workers=0)
+
+
+def test_workers_finish_when_the_caller_runs_torch_with_two_threads(tiny_setup, tmp_path):
+    """A forked worker that ran torch with the caller's two OpenMP threads used to hang."""
+    folder, _ = tiny_setup
+    script = textwrap.dedent(f"""
+        import torch
+        from shap_e.models.configs import model_from_config
+        from shap_e.train.run import read_config
+        from shap_e.train.transmitter_training import load_asset_records, mesh_files
+        torch.set_num_threads(2)
+        a = torch.randn(512, 512)
+        for _ in range(3):
+            a = (a @ a).tanh()  # the caller's OpenMP thread pool is running before the fork
+        encoder = model_from_config(read_config("shap_e/configs/transmitter_small_config.yaml")).encoder
+        paths = [p for p in mesh_files({str(folder)!r}) if p.name != "broken.obj"]
+        records, _ = load_asset_records(paths, encoder, progress=False, random_sample_count=1024,
+                                        target_options=dict(n_near=64, n_uniform=32, n_color=16), workers=2)
+        print(len(records))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
+                            cwd=str(Path(__file__).resolve().parents[2]))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "3"
