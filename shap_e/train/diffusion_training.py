@@ -19,6 +19,11 @@ from shap_e.train.loop import step_generator
 from shap_e.util.atomic import write_safetensors
 
 
+def unit_pixels(pictures: torch.Tensor) -> torch.Tensor:
+    """Dataset pictures `[n, 3, S, S]` as float in [-1, 1]; uint8 ones (stored 4x smaller) are converted."""
+    return pictures.float() / 127.5 - 1 if pictures.dtype == torch.uint8 else pictures
+
+
 @dataclass
 class LatentDataset:
     """latents: `[n, d_latent]` (transmitter outputs); conditions, row-aligned with the latents:
@@ -115,9 +120,7 @@ def diffusion_batch_fn(
         keep = torch.rand(batch_size, generator=g) >= cond_drop_prob
         cond = dataset.conditions[index]
         if cond.dim() == 4:  # pixel images: the model's encoder sees them, `keep` zeroes its grid
-            if cond.dtype == torch.uint8:
-                cond = cond.float() / 127.5 - 1
-            return DiffusionBatch(x_start, t, noise, cond, keep)
+            return DiffusionBatch(x_start, t, noise, unit_pixels(cond), keep)
         if condition_noise:
             cond = perturb_embeddings(cond, condition_noise, g)
         if token_dropout:

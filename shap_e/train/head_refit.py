@@ -17,6 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from shap_e.models.image_encoder import LatentHead
+from shap_e.train.diffusion_training import unit_pixels
 
 
 @dataclass
@@ -47,9 +48,7 @@ def encoder_grids(encoder: torch.nn.Module, pictures: torch.Tensor, chunk: int =
     encoder.eval()
     grids = []
     for first in range(0, len(pictures), chunk):
-        images = pictures[first:first + chunk]
-        if images.dtype == torch.uint8:
-            images = images.float() / 127.5 - 1
+        images = unit_pixels(pictures[first:first + chunk])
         grids.append(encoder(images.to(next(encoder.parameters()).device)).float())
     encoder.train(was_training)
     return torch.cat(grids)

@@ -106,3 +106,15 @@ def test_head_refit_settings_are_checked_before_training(tmp_path):
     with pytest.raises(ValueError, match="latent head"):
         train_diffusion("text", text)
     assert not any((tmp_path / name).exists() for name in "abcd")
+
+
+def test_encoder_grids_read_stored_and_float_pictures_alike_in_any_chunks_and_keep_the_mode():
+    prior = tiny_prior().train()
+    codes = tiny_pixel_dataset(torch.uint8).conditions  # [4, 3, 16, 16] uint8
+    grids = encoder_grids(prior.image_encoder, codes, chunk=3)
+    assert grids.shape == (4, 16, 16) and prior.image_encoder.training
+    prior.image_encoder.eval()
+    with torch.no_grad():
+        expected = prior.image_encoder(codes.float() / 127.5 - 1)
+    torch.testing.assert_close(grids, expected)
+    torch.testing.assert_close(encoder_grids(prior.image_encoder, codes.float() / 127.5 - 1, chunk=1), expected)
