@@ -10,7 +10,9 @@ held-out splits: `heldout_pairs` (unseen category-colour pairs, training vocabul
 cannot read the colour off an embedding, a prior conditioned on that embedding has nothing to read
 either. Reported: accuracy per split, on the captions that name two colours, and per colour word
 of the one-colour paraphrase captions; also the nearest core colour name of every held-out colour
-synonym by cosine similarity (`"a {word} cube"` against `"a {colour} cube"`). Writes
+synonym by cosine similarity (`"a {word} cube"` against `"a {colour} cube"`), and, layer by layer,
+how many held-out colour and category synonyms lie nearest the centroid of their own training
+synonyms (each word's state in `"a {word} thing"`; `heldout_words_by_layer`). Writes
 `caption_probe_<pooling>_<time>.json` and `.md` to `--out-dir` and prints the tables.
 
 With `--pooling attention` the probes read the encoder's token states instead of their mean: each
@@ -28,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from shap_e.data import COLOURS, iter_dataset
-from shap_e.data.captions import COLOUR_SYNONYMS
+from shap_e.data.captions import CATEGORY_SYNONYMS, COLOUR_SYNONYMS
 from shap_e.data.shapes import CATEGORIES
 from shap_e.util.atomic import write_atomic
 
@@ -37,6 +39,7 @@ EVAL_SPLITS = ("heldout_pairs", "heldout_paraphrases")
 POOLINGS = ("mean", "attention")
 Embed = Callable[[List[str]], torch.Tensor]  # captions -> [n, width] float32
 TokenStates = Callable[[List[str]], Tuple[torch.Tensor, torch.Tensor]]  # -> [n, tokens, width], [n, tokens] bool
+WordStates = Callable[[List[str]], torch.Tensor]  # words -> [n_words, layers, width]
 
 
 def embed_all(embed: Embed, texts: Sequence[str], chunk: int = 256) -> torch.Tensor:
@@ -99,6 +102,40 @@ def fit_linear_probe(x: torch.Tensor, labels: torch.Tensor, n_classes: int, step
     return lambda z: (z @ weight + bias).argmax(dim=1)
 
 
+def minilm_word_states(encoder) -> WordStates:
+    """Each word's state at every layer of a `SentenceEncoder` (input embeddings first): the mean over
+    the word's word pieces in the caption "a {word} thing"."""
+    def states(word_list: List[str]) -> torch.Tensor:
+        out = []
+        with torch.no_grad():
+            for word in word_list:
+                batch = encoder.tokenizer([f"a {word} thing"], return_tensors="pt")
+                pieces = len(encoder.tokenizer(word, add_special_tokens=False)["input_ids"])
+                hidden = encoder.model(**batch, output_hidden_states=True).hidden_states  # per layer [1, tokens, width]
+                out.append(torch.stack([h[0, 2:2 + pieces].float().mean(dim=0) for h in hidden]))  # [CLS] a word…
+        return torch.stack(out)
+
+    return states
+
+
+def heldout_words_by_layer(word_states: WordStates, table: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]]) -> List[int]:
+    """Per layer, how many held-out synonyms of `table` (`COLOUR_SYNONYMS`, `CATEGORY_SYNONYMS`) are
+    nearest (cosine) to the centroid of their own key's training synonyms among all keys' centroids."""
+    keys = list(table)
+    train = [(key, word) for key in keys for word in table[key][0]]
+    heldout = [(key, word) for key in keys for word in table[key][1]]
+    train_states, heldout_states = word_states([w for _, w in train]), word_states([w for _, w in heldout])
+    owners = torch.tensor([keys.index(key) for key, _ in train])
+    truth = torch.tensor([keys.index(key) for key, _ in heldout])
+    right = []
+    for layer in range(train_states.shape[1]):
+        centroids = torch.stack([train_states[owners == k, layer].mean(dim=0) for k in range(len(keys))])
+        cosine = torch.nn.functional.normalize(heldout_states[:, layer], dim=-1) @ \
+            torch.nn.functional.normalize(centroids, dim=-1).T
+        right.append(int((cosine.argmax(dim=1) == truth).sum()))
+    return right
+
+
 def _two_colour(colours: Sequence[str]) -> bool:
     return len(colours) == 2 and colours[0] != colours[1]
 
@@ -111,11 +148,12 @@ def _colour_word(caption: str, colour: str) -> str:
 
 
 def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval: int = 480, seed: int = 0,
-                  token_states: Optional[TokenStates] = None) -> Dict[str, Any]:
+                  token_states: Optional[TokenStates] = None, word_states: Optional[WordStates] = None) -> Dict[str, Any]:
     """Fit the probes on `n_train` training assets x `per_asset` captions; score `n_eval` captions per held-out split.
 
     token_states: when given, the probes are attention-pooled over these token states
         (`fit_attention_probe`) instead of linear on `embed`; the nearest-colour table still uses `embed`.
+    word_states: when given, `heldout_words_by_layer` for colours and categories is added.
     """
     for name, value in (("n_train", n_train), ("per_asset", per_asset), ("n_eval", n_eval)):
         if value < 1:
@@ -166,6 +204,11 @@ def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval:
     result["heldout_colour_words_nearest"] = {
         word: dict(colour=colour, nearest=colours[int(row.argmax())]) for (word, colour), row in zip(pairs, similarity)
     }
+    if word_states is not None:
+        result["heldout_words_nearest_centroid_by_layer"] = {
+            name: dict(right=heldout_words_by_layer(word_states, table), n=sum(len(v[1]) for v in table.values()))
+            for name, table in (("colour", COLOUR_SYNONYMS), ("category", CATEGORY_SYNONYMS))
+        }
     return result
 
 
@@ -188,6 +231,11 @@ def markdown(result: Dict[str, Any], settings: Dict[str, Any]) -> str:
     lines += ["", f"Held-out colour synonyms whose nearest colour name is their own: {hits} / {len(nearest)}", "",
               "| word | colour | nearest |", "|---|---|---|"]
     lines += [f"| {w} | {v['colour']} | {v['nearest']} |" for w, v in nearest.items()]
+    by_layer = result.get("heldout_words_nearest_centroid_by_layer")
+    if by_layer:
+        lines += ["", "Held-out synonyms nearest the centroid of their own training synonyms, per layer "
+                  "(0 = input embeddings):", "", "| synonyms | right per layer (of n) |", "|---|---|"]
+        lines += [f"| {name} | {' / '.join(map(str, v['right']))} (of {v['n']}) |" for name, v in by_layer.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -208,7 +256,8 @@ def main(argv=None) -> None:
     settings = dict(n_train=args.n_train, per_asset=args.per_asset, n_eval=args.n_eval, seed=args.seed,
                     pooling=args.pooling, threads=torch.get_num_threads())
     result = caption_probe(encoder.embed_text, args.n_train, args.per_asset, args.n_eval, args.seed,
-                           token_states=encoder.token_states if args.pooling == "attention" else None)
+                           token_states=encoder.token_states if args.pooling == "attention" else None,
+                           word_states=minilm_word_states(encoder))
     text = markdown(result, settings)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)

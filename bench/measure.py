@@ -14,6 +14,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
+from shap_e.util.machine import cpu_model_and_flags
+
 MATMUL_SIZE = 2048
 
 
@@ -88,16 +90,7 @@ def reset_peak_rss() -> bool:
 
 def cpu_flags() -> Dict[str, Any]:
     """CPU model and the flags that decide the bf16 path (`avx512_bf16`, `amx_bf16`)."""
-    model, flags = platform.processor() or "unknown", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model in ("unknown", "x86_64", ""):
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+    model, flags = cpu_model_and_flags()
     mkldnn_bf16 = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
     return {
         "cpu_model": model,

@@ -36,6 +36,9 @@ def add_commands(commands) -> None:
     latents.add_argument("--text-tokens", type=int, default=0,
                          help="--stage text: store each caption's first N MiniLM token states, for a prior with "
                               "conditioner minilm_tokens and grid_tokens N (0: one pooled embedding; recipe: 24)")
+    latents.add_argument("--captions", choices=("train", "augmented"), default="train",
+                         help="--stage text: draw the extra captions from the training templates and synonyms, "
+                              "or from those plus more (augmented; never a held-out word)")
     latents.set_defaults(run=run_latents)
 
 
@@ -68,6 +71,7 @@ def run_latents(args) -> None:
     dataset = build_latent_dataset(
         model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size,
         refine_steps=args.refine_steps, cache_dir=args.cache_dir, text_tokens=args.text_tokens,
+        caption_vocabulary=args.captions,
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,16 @@
 """Caption vocabulary and templates for the procedural dataset.
 
 Captions are a template filled with a noun phrase ``[proportion] colour noun [with colour2 part]``.
-Every slot has synonyms. The words are split in two disjoint paraphrase sets:
+Every slot has synonyms. The words are split in disjoint paraphrase sets:
 
-* ``"train"``: the templates and synonyms used for training captions;
+* ``"train"``: the templates and synonyms of the datasets' training captions;
 * ``"heldout"``: extra templates and synonyms that never occur in a training caption. Every held-out
   template contains at least one word absent from the whole training vocabulary, so a held-out
-  caption can never equal a training caption (``tests/data`` checks both properties).
+  caption can never equal a training caption (``tests/data`` checks both properties);
+* ``"augmented"``: the training set plus the ``AUGMENT_*`` templates and synonyms, for the extra
+  captions a text prior may train on (``shap-e latents --captions augmented``). None of their words
+  is a held-out word, so the held-out set stays unseen, and the datasets' own captions (and with
+  them every evaluation prompt) do not change.
 """
 import re
 from typing import Dict, FrozenSet, Sequence, Tuple
@@ -14,6 +18,10 @@ from typing import Dict, FrozenSet, Sequence, Tuple
 import numpy as np
 
 __all__ = [
+    "AUGMENT_CATEGORY_SYNONYMS",
+    "AUGMENT_COLOUR_SYNONYMS",
+    "AUGMENT_PROPORTION_WORDS",
+    "AUGMENT_TEMPLATES",
     "CATEGORY_SYNONYMS",
     "COLOUR_SYNONYMS",
     "HELDOUT_TEMPLATES",
@@ -23,11 +31,12 @@ __all__ = [
     "TRAIN_TEMPLATES",
     "caption",
     "heldout_only_words",
+    "names_heldout_synonym",
     "training_vocabulary",
     "words",
 ]
 
-PARAPHRASE_SETS = ("train", "heldout")
+PARAPHRASE_SETS = ("train", "heldout", "augmented")
 
 # {a_np}: noun phrase with its article ("an orange cube"); {np}: the bare noun phrase.
 TRAIN_TEMPLATES: Tuple[str, ...] = (
@@ -90,6 +99,63 @@ PROPORTION_WORDS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     "small": (("small", "tiny", "little"), ("miniature",)),
 }
 
+# The "augmented" set: more templates and synonyms for the training captions of a text prior, so
+# that it learns what the sentence encoder's states mean rather than a few word identities. Chosen
+# as common alternatives, avoiding every held-out word (and words built on one, e.g. "aquamarine").
+AUGMENT_TEMPLATES: Tuple[str, ...] = (
+    "a drawing of {a_np}",
+    "an image of {a_np}",
+    "a rendering of {a_np}",
+    "a 3d object: {np}",
+    "this is {a_np}",
+    "look at {a_np}",
+    "{a_np} on a white background",
+    "a low-poly model of {a_np}",
+    "a snapshot of {a_np}",
+    "an example of {a_np}",
+    "a scene with {a_np}",
+    "a 3d asset of {a_np}",
+)
+AUGMENT_CATEGORY_SYNONYMS: Dict[str, Tuple[str, ...]] = {
+    "cube": ("square block", "dice shape"),
+    "sphere": ("bead", "bubble"),
+    "cylinder": ("pipe", "column", "canister"),
+    "cone": ("traffic cone", "funnel shape"),
+    "torus": ("hoop", "bagel", "loop"),
+    "pyramid": ("pyramid shape", "four-sided pyramid"),
+    "capsule": ("tablet", "gel cap"),
+    "table": ("coffee table", "kitchen table", "workbench"),
+    "chair": ("kitchen chair", "office chair", "armless chair"),
+    "mushroom": ("shroom", "champignon"),
+    "lamp": ("desk lamp", "light"),
+    "snowman": ("snowball man", "snow person"),
+}
+AUGMENT_COLOUR_SYNONYMS: Dict[str, Tuple[str, ...]] = {
+    "red": ("cherry", "vermilion", "garnet", "brick red", "cardinal", "tomato red"),
+    "green": ("lime", "olive", "mint", "forest green", "grass green", "leaf green"),
+    "blue": ("navy", "azure", "royal blue", "sky blue", "cerulean", "ultramarine"),
+    "yellow": ("canary", "mustard", "butter yellow", "sunflower", "saffron", "gold"),
+    "orange": ("pumpkin", "carrot", "apricot", "marigold", "clementine", "papaya"),
+    "purple": ("lavender", "lilac", "plum", "grape", "mauve", "eggplant"),
+    "pink": ("salmon", "fuchsia", "blush", "magenta", "bubblegum", "flamingo"),
+    "white": ("cream", "milky", "chalk", "alabaster", "bone white", "paper white"),
+    "black": ("jet black", "coal", "ink black", "soot", "raven", "pitch black"),
+    "brown": ("coffee", "walnut", "mocha", "cocoa", "umber", "hazel"),
+    "gray": ("silver", "ash", "steel", "pewter", "graphite", "smoke gray"),
+    "cyan": ("teal", "seafoam", "lagoon", "peacock", "ocean teal", "bright teal"),
+}
+AUGMENT_PROPORTION_WORDS: Dict[str, Tuple[str, ...]] = {
+    "regular": (),
+    "tall": ("high", "towering"),
+    "flat": ("shallow", "low-profile"),
+    "wide": ("chunky", "stout"),
+    "small": ("petite", "wee"),
+}
+# Each slot's (synonym table, augmenting synonyms).
+_CATEGORY = (CATEGORY_SYNONYMS, AUGMENT_CATEGORY_SYNONYMS)
+_COLOUR = (COLOUR_SYNONYMS, AUGMENT_COLOUR_SYNONYMS)
+_PROPORTION = (PROPORTION_WORDS, AUGMENT_PROPORTION_WORDS)
+
 # The part painted with the second colour of a multi-part object, and whether it takes an article.
 SECONDARY_PARTS: Dict[str, Tuple[str, bool]] = {
     "table": ("legs", False),
@@ -121,13 +187,18 @@ def _set_index(paraphrase_set: str) -> int:
     return PARAPHRASE_SETS.index(paraphrase_set)
 
 
-def _synonyms(table: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]], key: str, heldout: bool,
-              rng: np.random.Generator, what: str) -> str:
+def _synonyms(slot: Tuple[Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]], Dict[str, Tuple[str, ...]]],
+              key: str, vocabulary: int, rng: np.random.Generator, what: str) -> str:
+    table, augment = slot
     if key not in table:
         raise ValueError(f"unknown {what} {key!r}; valid: {sorted(table)}")
     train, extra = table[key]
-    # Held-out captions mix held-out and training synonyms: the template alone already makes them new.
-    return _pick(rng, train + extra if heldout else train)
+    if vocabulary == 1:
+        # Held-out captions mix held-out and training synonyms: the template alone already makes them new.
+        return _pick(rng, train + extra)
+    if vocabulary == 2:
+        return _pick(rng, train + augment[key])
+    return _pick(rng, train)
 
 
 def caption(
@@ -143,26 +214,27 @@ def caption(
         colour is named only when it differs from the primary one.
     :param rng: the draws (template and synonyms) come from this generator only.
     :param paraphrase_set: "train" uses training templates/synonyms only; "heldout" always uses a
-        held-out template (so the caption is never a training caption) and mixes in held-out synonyms.
+        held-out template (so the caption is never a training caption) and mixes in held-out synonyms;
+        "augmented" draws from the training and the ``AUGMENT_*`` templates/synonyms.
     """
-    heldout = _set_index(paraphrase_set) == 1
+    vocabulary = _set_index(paraphrase_set)
     if not 1 <= len(colours) <= 2:
         raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
     if len(colours) == 2 and category not in SECONDARY_PARTS:
         raise ValueError(f"category {category!r} has one part; pass one colour, not {tuple(colours)!r}")
-    template = _pick(rng, HELDOUT_TEMPLATES if heldout else TRAIN_TEMPLATES)
-    noun = _synonyms(CATEGORY_SYNONYMS, category, heldout, rng, "category")
-    colour = _synonyms(COLOUR_SYNONYMS, colours[0], heldout, rng, "colour")
-    size = _synonyms(PROPORTION_WORDS, proportion, heldout, rng, "proportion")
+    template = _pick(rng, (TRAIN_TEMPLATES, HELDOUT_TEMPLATES, TRAIN_TEMPLATES + AUGMENT_TEMPLATES)[vocabulary])
+    noun = _synonyms(_CATEGORY, category, vocabulary, rng, "category")
+    colour = _synonyms(_COLOUR, colours[0], vocabulary, rng, "colour")
+    size = _synonyms(_PROPORTION, proportion, vocabulary, rng, "proportion")
     np_text = " ".join(w for w in (size, colour, noun) if w)
     if len(colours) == 2 and colours[1] != colours[0]:
-        np_text += " " + _secondary_clause(category, colours[1], heldout, rng)
+        np_text += " " + _secondary_clause(category, colours[1], vocabulary, rng)
     return template.format(np=np_text, a_np=f"{_article(np_text)} {np_text}")
 
 
-def _secondary_clause(category: str, colour: str, heldout: bool, rng: np.random.Generator) -> str:
+def _secondary_clause(category: str, colour: str, vocabulary: int, rng: np.random.Generator) -> str:
     part, takes_article = SECONDARY_PARTS[category]
-    name = _synonyms(COLOUR_SYNONYMS, colour, heldout, rng, "colour")
+    name = _synonyms(_COLOUR, colour, vocabulary, rng, "colour")
     phrase = f"{name} {part}"
     if takes_article:
         phrase = f"{_article(phrase)} {phrase}"
@@ -170,12 +242,14 @@ def _secondary_clause(category: str, colour: str, heldout: bool, rng: np.random.
 
 
 def training_vocabulary() -> FrozenSet[str]:
-    """Every word any training caption can contain (templates, articles, synonyms, part names)."""
-    vocab = set(words(" ".join(TRAIN_TEMPLATES).replace("{a_np}", "").replace("{np}", "")))
+    """Every word any training caption can contain (templates, articles, synonyms, part names),
+    the ``"augmented"`` set's included."""
+    templates = " ".join(TRAIN_TEMPLATES + AUGMENT_TEMPLATES)
+    vocab = set(words(templates.replace("{a_np}", "").replace("{np}", "")))
     vocab |= {"a", "an", _SECONDARY_CLAUSE}
-    for table in (CATEGORY_SYNONYMS, COLOUR_SYNONYMS, PROPORTION_WORDS):
-        for train, _ in table.values():
-            vocab |= words(" ".join(train))
+    for table, augment in (_CATEGORY, _COLOUR, _PROPORTION):
+        for key, (train, _) in table.items():
+            vocab |= words(" ".join(train + augment[key]))
     vocab |= words(" ".join(part for part, _ in SECONDARY_PARTS.values()))
     return frozenset(vocab)
 
@@ -187,3 +261,15 @@ def heldout_only_words() -> FrozenSet[str]:
         for _, extra in table.values():
             found |= words(" ".join(extra))
     return frozenset(found - training_vocabulary())
+
+
+def names_heldout_synonym(text: str, category: str, colour: str) -> Dict[str, bool]:
+    """Whether `text` names `category` and `colour` with one of their held-out synonyms (a word
+    or phrase no training caption uses for them), e.g. "jade" for green: ``{"category": bool,
+    "colour": bool}``. Unknown category or colour names give False."""
+    lowered = " " + " ".join(re.findall(r"[a-z0-9']+", text.lower())) + " "
+    found = {}
+    for slot, table, key in (("category", CATEGORY_SYNONYMS, category), ("colour", COLOUR_SYNONYMS, colour)):
+        extra = table[key][1] if key in table else ()
+        found[slot] = any(f" {phrase} " in lowered for phrase in extra)
+    return found

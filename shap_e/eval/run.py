@@ -228,11 +228,33 @@ def evaluate_text_to_3d(
     )
     classifier = classifier or build_classifier()
     meshes = _sample_meshes(prior, xm, [{"texts": [p.prompt]} for p in prompts_with_labels], options, progress)
-    rows = [dict(prompt=p.prompt, seed=seed + i, **_judge(m, p.category, p.colour, classifier))
-            for i, (p, m) in enumerate(zip(prompts_with_labels, meshes))]
+    rows = [dict(prompt=p.prompt, seed=seed + i, **_judge(m, p.category, p.colour, classifier),
+                 **_heldout_words(p)) for i, (p, m) in enumerate(zip(prompts_with_labels, meshes))]
     settings = {k: v for k, v in options.items() if k not in ("diffusion", "device")}
     settings.update(n=len(rows), classifier_resolution=classifier.resolution)
-    return _result("text_to_3d", rows, ("category_correct", "colour_correct", "category_score"), settings, start)
+    result = _result("text_to_3d", rows, ("category_correct", "colour_correct", "category_score"), settings, start)
+    result["summary"].update(_by_heldout_word(rows))
+    return result
+
+
+def _heldout_words(prompt: LabelledPrompt) -> Dict[str, bool]:
+    """Row flags: the prompt names its category / colour with a synonym no training caption uses."""
+    from shap_e.data.captions import names_heldout_synonym
+
+    flags = names_heldout_synonym(prompt.prompt, prompt.category, prompt.colour)
+    return {"heldout_category_word": flags["category"], "heldout_colour_word": flags["colour"]}
+
+
+def _by_heldout_word(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Category and colour accuracy split by whether the prompt named them with a held-out synonym:
+    a prior can only be right on those if its text encoder places the unseen word near the known ones."""
+    out: Dict[str, Any] = {}
+    for slot in ("category", "colour"):
+        for heldout, label in ((True, "heldout_word"), (False, "training_word")):
+            subset = [r[f"{slot}_correct"] for r in rows if r[f"heldout_{slot}_word"] == heldout]
+            out[f"n_{slot}_{label}"] = len(subset)
+            out[f"{slot}_correct_{label}"] = round(sum(subset) / len(subset), 4) if subset else None
+    return out
 
 
 def picture(asset: Any, size: int = 256, seed: int = 0):

@@ -3,8 +3,9 @@
 `shap-e train latents --stage text|image ...` writes a `LatentDataset` file: the transmitter's
 latent of every asset, repeated once per condition, row-aligned with
 
-* text: sentence embeddings of `per_asset` captions drawn from the training templates
-  (the asset's own `captions.jsonl` caption first), with the prior's text encoder; with
+* text: sentence embeddings of `per_asset` captions drawn from the training templates, or with
+  `caption_vocabulary="augmented"` from more templates and synonyms (the asset's own
+  `captions.jsonl` caption first), with the prior's text encoder; with
   `text_tokens`, each caption's token states instead (`[n, 384, text_tokens]` grids for a
   `conditioner: minilm_tokens` prior);
 * image: `per_asset` renders of the asset from photo-like viewpoints around +X (`[3, S, S]` in [-1, 1]).
@@ -23,6 +24,7 @@ from tqdm.auto import tqdm
 from shap_e.train.diffusion_training import LatentDataset
 
 STAGES = ("text", "image")
+CAPTION_VOCABULARIES = ("train", "augmented")
 # Image-stage pictures are taken from around +X, so that the object's yaw is visible (when the data
 # has random yaws) and a prior can reproduce the world-frame orientation; elevation varies.
 IMAGE_AZIMUTH_DEG = (-20.0, 20.0)
@@ -86,12 +88,16 @@ def refine_assets(
     return torch.cat(out)
 
 
-def training_captions(record: dict, count: int, seed: int) -> List[str]:
-    """The asset's caption plus `count - 1` more drawn from the training templates."""
+def training_captions(record: dict, count: int, seed: int, vocabulary: str = "train") -> List[str]:
+    """The asset's caption plus `count - 1` more drawn from the `vocabulary` ("train", or
+    "augmented" for more templates and synonyms; `shap_e.data.captions`)."""
     from shap_e.data import caption
 
+    if vocabulary not in CAPTION_VOCABULARIES:
+        raise ValueError(f"caption vocabulary {vocabulary!r} is unknown; valid: {list(CAPTION_VOCABULARIES)}")
     rng = np.random.default_rng([seed, int(record.get("seed", 0))])
-    extra = [caption(record["category"], record["colours"], record["proportion"], rng) for _ in range(count - 1)]
+    extra = [caption(record["category"], record["colours"], record["proportion"], rng, vocabulary)
+             for _ in range(count - 1)]
     return [record["caption"], *extra]
 
 
@@ -107,6 +113,7 @@ def build_latent_dataset(
     refine_steps: int = 0,
     cache_dir=None,
     text_tokens: int = 0,
+    caption_vocabulary: str = "train",
 ) -> LatentDataset:
     """Encode every asset of `data_dir` and pair it with `per_asset` conditions (see module doc).
 
@@ -116,6 +123,7 @@ def build_latent_dataset(
         vector per caption); the prior's `grid_tokens`.
     refine_steps: refine each latent against its asset (`refine_assets`, supervision cached in
         `cache_dir`); 0 keeps the encoder's latents.
+    caption_vocabulary: what the extra captions are drawn from (`training_captions`).
     """
     if stage not in STAGES:
         raise ValueError(f"stage={stage!r} is unknown; valid: {list(STAGES)}")
@@ -123,6 +131,8 @@ def build_latent_dataset(
         raise ValueError(f"per_asset={per_asset} must be at least 1")
     if text_tokens < 0 or (text_tokens and stage != "text"):
         raise ValueError(f"text_tokens={text_tokens} must be 0, or positive for stage 'text'")
+    if caption_vocabulary not in CAPTION_VOCABULARIES:
+        raise ValueError(f"caption_vocabulary={caption_vocabulary!r} is unknown; valid: {list(CAPTION_VOCABULARIES)}")
     records = read_assets(data_dir)
     latents = encode_assets(transmitter, [r["path"] for r in records], seed, progress)
     if refine_steps:
@@ -133,7 +143,7 @@ def build_latent_dataset(
             from shap_e.models.sentence_encoder import SentenceEncoder
 
             text_encoder = SentenceEncoder.from_package()
-        texts = [t for r in records for t in training_captions(r, per_asset, seed)]
+        texts = [t for r in records for t in training_captions(r, per_asset, seed, caption_vocabulary)]
         def embed(chunk: List[str]) -> torch.Tensor:
             if text_tokens:
                 return text_encoder.embed_text_grid(chunk, text_tokens)

@@ -4,6 +4,11 @@ Determinism and exact resume come from one rule: everything random in a step (th
 timesteps, the noise) is drawn by `batch_fn(step, rank, world_size)`, from a generator seeded by
 `(seed, step, rank)`. No iterator or RNG state has to be saved, and a run on `world_size`
 processes equals one process given the concatenation of the per-rank batches.
+
+Runs repeat bit for bit with the same torch build, thread count and CPU vector instruction set;
+a different instruction set (torch's `cpu_capability`, e.g. AVX2 against AVX-512) rounds some float
+operations differently, and over thousands of steps the weights drift apart. `fit` therefore logs
+these facts (`environment`) as the first record of every run and resume.
 """
 import json
 import math
@@ -18,6 +23,7 @@ from tqdm.auto import tqdm
 
 from shap_e.train.ema import EMA
 from shap_e.util.atomic import write_atomic_with
+from shap_e.util.machine import cpu_model_and_flags
 
 LossFn = Callable[[nn.Module, Any], Dict[str, torch.Tensor]]
 BatchFn = Callable[[int, int, int], Any]
@@ -70,6 +76,18 @@ def distributed_info() -> Tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def environment() -> Dict[str, Any]:
+    """What a run's exact floats depend on besides its config and data: the torch build, the CPU
+    vector instruction set torch dispatches to, the thread count, the CPU model and the process count."""
+    return {
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "cpu": cpu_model_and_flags()[0],
+        "world_size": distributed_info()[1],
+    }
 
 
 def atomic_save(obj: Any, path: Path) -> None:
@@ -167,6 +185,7 @@ class Trainer:
             total=self.config.steps, initial=self.step, disable=not self.config.progress or self.rank != 0,
             desc="train",
         )
+        self.log({"step": self.step, "environment": environment()})
         record: Dict[str, float] = {}
         while self.step < self.config.steps:
             record = self.train_step()

@@ -8,7 +8,7 @@ import multiprocessing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -81,8 +81,8 @@ def load_asset_records(
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    jobs = [(str(path), seed, seed + i, random_sample_count, encoder.batch_options(), target_options or {}, cache_dir)
-            for i, path in enumerate(paths)]
+    jobs = [AssetJob(str(path), seed, seed + i, random_sample_count, encoder.batch_options(), target_options or {},
+                     cache_dir) for i, path in enumerate(paths)]
     bar = dict(total=len(jobs), desc="assets", disable=not progress)
     if workers == 1:
         results = [_prepare_asset(job) for job in tqdm(jobs, **bar)]
@@ -94,9 +94,9 @@ def load_asset_records(
         with context.Pool(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
             results = list(tqdm(pool.imap(_prepare_asset, jobs), **bar))
     records, skipped = [], []
-    for (path, *_), result in zip(jobs, results):
+    for job, result in zip(jobs, results):
         if isinstance(result, str):
-            skipped.append((path, result))
+            skipped.append((job.path, result))
         else:
             records.append(result)
     if skipped:
@@ -106,17 +106,29 @@ def load_asset_records(
     return records, skipped
 
 
-def _prepare_asset(job: tuple) -> Union[AssetRecord, str]:
+@dataclass
+class AssetJob:
+    """What preparing one asset needs (picklable: it is sent to worker processes)."""
+
+    path: str
+    batch_seed: int
+    target_seed: int
+    random_sample_count: int
+    batch_options: Dict[str, Any]  # the encoder's `batch_options()`
+    target_options: Dict[str, Any]  # keyword arguments of `asset_targets`
+    cache_dir: Optional[str]
+
+
+def _prepare_asset(job: AssetJob) -> Union[AssetRecord, str]:
     """One asset's `AssetRecord`, or why it could not be read (a module-level function: it runs in workers)."""
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
-    path, batch_seed, target_seed, random_sample_count, batch_options, target_options, cache_dir = job
     try:
         batch = load_or_create_multimodal_batch(
-            torch.device("cpu"), model_path=path, cache_dir=cache_dir,
-            random_sample_count=random_sample_count, seed=batch_seed, **batch_options,
+            torch.device("cpu"), model_path=job.path, cache_dir=job.cache_dir,
+            random_sample_count=job.random_sample_count, seed=job.batch_seed, **job.batch_options,
         )
-        targets = cached_asset_targets(path, target_seed, target_options, cache_dir)
+        targets = cached_asset_targets(job.path, job.target_seed, job.target_options, job.cache_dir)
     except (ValueError, OSError, IndexError, RuntimeError) as e:
         return f"{type(e).__name__}: {e}"
     return AssetRecord(batch, targets)

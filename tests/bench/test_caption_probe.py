@@ -100,3 +100,35 @@ def test_counts_below_one_are_rejected_by_name(name):
     kwargs[name] = 0
     with pytest.raises(ValueError, match=f"{name} must be at least 1"):
         caption_probe.caption_probe(bag_of_words, **kwargs)
+
+
+def _word_vectors(known):
+    """words -> [n, 2 layers, 12]: at layer 0, `known` words are one-hot by their key and the others
+    equal (all ones, as near every centroid); at layer 1 the keys are shifted by one, so held-out
+    words are nearest another key's centroid."""
+    from shap_e.data.captions import COLOUR_SYNONYMS
+
+    keys = list(COLOUR_SYNONYMS)
+    owner = {w: keys.index(k) for k, (train, extra) in COLOUR_SYNONYMS.items() for w in train + extra}
+    train_words = {w for train, _ in COLOUR_SYNONYMS.values() for w in train}
+
+    def states(word_list):
+        out = torch.zeros(len(word_list), 2, len(keys))
+        for i, w in enumerate(word_list):
+            if w in known:
+                out[i, 0, owner[w]] = 1.0
+            else:
+                out[i, 0] = 1.0
+            out[i, 1, (owner[w] + (w not in train_words)) % len(keys)] = 1.0
+        return out
+
+    return states
+
+
+def test_heldout_words_by_layer_counts_words_nearest_their_own_centroid():
+    from shap_e.data.captions import COLOUR_SYNONYMS
+
+    every = {w for train, extra in COLOUR_SYNONYMS.values() for w in train + extra}
+    assert caption_probe.heldout_words_by_layer(_word_vectors(every), COLOUR_SYNONYMS) == [12, 0]
+    known = every - {extra[0] for _, extra in COLOUR_SYNONYMS.values()} | {"ruby", "jade", "sapphire"}
+    assert caption_probe.heldout_words_by_layer(_word_vectors(known), COLOUR_SYNONYMS)[0] == 3

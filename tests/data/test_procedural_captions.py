@@ -4,6 +4,8 @@ import pytest
 
 from shap_e.data import CATEGORIES, COLOURS, PROPORTIONS, iter_dataset
 from shap_e.data.captions import (
+    AUGMENT_CATEGORY_SYNONYMS,
+    AUGMENT_COLOUR_SYNONYMS,
     CATEGORY_SYNONYMS,
     COLOUR_SYNONYMS,
     HELDOUT_TEMPLATES,
@@ -11,6 +13,7 @@ from shap_e.data.captions import (
     TRAIN_TEMPLATES,
     caption,
     heldout_only_words,
+    names_heldout_synonym,
     training_vocabulary,
     words,
 )
@@ -91,3 +94,55 @@ def test_heldout_paraphrase_split_captions_are_all_unseen():
 def test_two_colours_for_a_one_part_category_are_rejected():
     with pytest.raises(ValueError, match="one colour"):
         caption("cube", ("red", "blue"), "regular", np.random.default_rng(0))
+
+
+def test_names_heldout_synonym_flags_only_the_labels_own_heldout_words():
+    assert names_heldout_synonym("behold: a jade globe", "sphere", "green") == {"category": True, "colour": True}
+    assert names_heldout_synonym("a green ball", "sphere", "green") == {"category": False, "colour": False}
+    # whole words and phrases only: "rose" is a training word for pink, "rosy" a held-out one
+    assert names_heldout_synonym("a rose box", "cube", "pink")["colour"] is False
+    assert names_heldout_synonym("a Rosy box", "cube", "pink")["colour"] is True
+    assert names_heldout_synonym("cg visualization of a red conical solid", "cone", "red")["category"] is True
+    # another colour's held-out word (the second part's) does not count for the primary colour
+    assert names_heldout_synonym("a red mushroom with an amber stem", "mushroom", "red")["colour"] is False
+    assert names_heldout_synonym("a teal blob", "blob", "teal") == {"category": False, "colour": False}
+
+
+def test_heldout_synonyms_name_only_paraphrase_captions_and_only_some_of_them():
+    def flags(split):
+        return [names_heldout_synonym(a.caption, a.category, a.colours[0]) for a in iter_dataset(split, 96, seed=0)]
+
+    assert not any(f["category"] or f["colour"] for f in flags("train") + flags("heldout_pairs"))
+    paraphrases = flags("heldout_paraphrases")
+    for slot in ("category", "colour"):
+        used = sum(f[slot] for f in paraphrases)
+        assert 0 < used < len(paraphrases), slot
+
+
+def test_augmented_captions_add_words_but_never_a_heldout_one():
+    augmented = _all_captions("augmented")
+    heldout = heldout_only_words()
+    used = set().union(*(words(text) for *_, text in augmented))
+    assert not used & heldout
+    assert used <= training_vocabulary()
+    core = set().union(*(words(text) for *_, text in _all_captions("train")))
+    assert len(used - core) >= 60  # most of the AUGMENT_* words occur
+    for category, colour, _, text in augmented:
+        names = CATEGORY_SYNONYMS[category][0] + AUGMENT_CATEGORY_SYNONYMS[category]
+        colours = COLOUR_SYNONYMS[colour][0] + AUGMENT_COLOUR_SYNONYMS[colour]
+        padded = f" {text.replace(',', ' ').replace(':', ' ')} "
+        assert any(f" {n} " in padded for n in names) and any(f" {c} " in padded for c in colours), text
+
+
+def test_the_augmentation_takes_no_word_from_the_heldout_set():
+    # Held-out-only words computed against the datasets' own training vocabulary alone are the same.
+    core = set(words(" ".join(TRAIN_TEMPLATES).replace("{a_np}", "").replace("{np}", ""))) | {"a", "an", "with"}
+    for table in (CATEGORY_SYNONYMS, COLOUR_SYNONYMS, PROPORTION_WORDS):
+        for train, _ in table.values():
+            core |= words(" ".join(train))
+    core |= {"legs", "stem", "base", "hat"}
+    heldout = set(words(" ".join(HELDOUT_TEMPLATES).replace("{a_np}", "")))
+    for table in (CATEGORY_SYNONYMS, COLOUR_SYNONYMS, PROPORTION_WORDS):
+        for _, extra in table.values():
+            heldout |= words(" ".join(extra))
+    assert heldout - core == set(heldout_only_words())

@@ -94,6 +94,23 @@ def test_text_to_3d_accepts_label_tuples_and_validates_settings(transmitter, sma
         evaluate_text_to_3d(prior, transmitter, [LabelledPrompt("a red cube", "cube", "red")], steps=1)
 
 
+def test_text_to_3d_splits_accuracy_by_heldout_synonyms(transmitter, small_classifier):
+    prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "text")
+    prompts = [("behold: a jade globe", "sphere", "green"), ("a jade cube", "cube", "green"),
+               ("a red cuboid", "cube", "red")]
+    result = evaluate_text_to_3d(prior, transmitter, prompts, classifier=small_classifier, **SAMPLING)
+    rows, summary = result["rows"], result["summary"]
+    assert [r["heldout_colour_word"] for r in rows] == [True, True, False]
+    assert [r["heldout_category_word"] for r in rows] == [True, False, True]
+    assert (summary["n_colour_heldout_word"], summary["n_colour_training_word"]) == (2, 1)
+    assert summary["colour_correct_heldout_word"] == (rows[0]["colour_correct"] + rows[1]["colour_correct"]) / 2
+    assert summary["colour_correct_training_word"] == float(rows[2]["colour_correct"])
+    assert summary["category_correct_training_word"] == float(rows[1]["category_correct"])
+    pairs_only = evaluate_text_to_3d(prior, transmitter, prompts[2:], classifier=small_classifier, **SAMPLING)
+    assert pairs_only["summary"]["n_colour_heldout_word"] == 0
+    assert pairs_only["summary"]["colour_correct_heldout_word"] is None
+
+
 def test_image_to_3d_conditions_on_a_picture_of_each_asset(transmitter, small_classifier):
     assets = list(iter_dataset("heldout_pairs", 2, seed=3))
     prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "image_grid")

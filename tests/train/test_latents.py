@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from shap_e.data import write_dataset
+from shap_e.data.captions import words
 from shap_e.models.configs import model_from_config
 from shap_e.train.latents import build_latent_dataset, encode_assets, read_assets, training_captions
 
@@ -39,6 +40,21 @@ def test_text_dataset_repeats_each_latent_once_per_caption(setup):
     captions = training_captions(records[1], 3, seed=0)
     assert captions[0] == records[1]["caption"] and len(set(captions)) >= 2
     torch.testing.assert_close(data.conditions[3:6], WordCountEncoder().embed_text(captions))
+
+
+def test_augmented_captions_keep_the_asset_caption_and_add_new_words(setup):
+    folder, transmitter = setup
+    record = read_assets(folder)[1]
+    plain, augmented = training_captions(record, 12, seed=0), training_captions(record, 12, seed=0, vocabulary="augmented")
+    assert augmented[0] == plain[0] == record["caption"]
+    assert set().union(*map(words, augmented)) - set().union(*map(words, plain))
+    data = build_latent_dataset(transmitter, folder, "text", per_asset=12, text_encoder=WordCountEncoder(),
+                                progress=False, caption_vocabulary="augmented")
+    torch.testing.assert_close(data.conditions[12:24], WordCountEncoder().embed_text(augmented))
+    with pytest.raises(ValueError, match="caption vocabulary 'heldout'"):
+        training_captions(record, 2, seed=0, vocabulary="heldout")
+    with pytest.raises(ValueError, match="caption_vocabulary='wide'"):
+        build_latent_dataset(transmitter, folder, "text", caption_vocabulary="wide")
 
 
 class WordLengthGrid:

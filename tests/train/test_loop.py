@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from shap_e.train.loop import TrainConfig, Trainer, learning_rate
+from shap_e.train.loop import TrainConfig, Trainer, environment, learning_rate
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import combined_batch, toy_batch, toy_loss, toy_model  # noqa: E402
@@ -57,7 +57,23 @@ def test_non_finite_loss_skips_the_step_and_logs_it(tmp_path):
         assert torch.isfinite(p).all()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r.get("skipped") for r in records].count("non-finite loss") == 1
-    assert len(records) == 4
+    assert len([r for r in records if "environment" not in r]) == 4
+
+
+def test_every_run_and_resume_logs_its_environment_first(tmp_path):
+    first = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path, steps=3, log_every=1))
+    first.fit()
+    resumed = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path, steps=5, log_every=1))
+    assert resumed.resume()
+    resumed.fit()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 3, 4, 5]
+    for record in (records[0], records[4]):
+        assert record["environment"] == environment()
+    facts = records[0]["environment"]
+    assert facts["torch"] == torch.__version__ and facts["threads"] == torch.get_num_threads()
+    assert facts["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and facts["world_size"] == 1
+    assert isinstance(facts["cpu"], str) and facts["cpu"]
 
 
 def test_learning_rate_warms_up_then_decays_to_the_floor():
