@@ -181,22 +181,16 @@ def _pick(rng: np.random.Generator, options: Sequence[str]) -> str:
     return options[int(rng.integers(len(options)))]
 
 
-def _set_index(paraphrase_set: str) -> int:
-    if paraphrase_set not in PARAPHRASE_SETS:
-        raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")
-    return PARAPHRASE_SETS.index(paraphrase_set)
-
-
 def _synonyms(slot: Tuple[Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]], Dict[str, Tuple[str, ...]]],
-              key: str, vocabulary: int, rng: np.random.Generator, what: str) -> str:
+              key: str, paraphrase_set: str, rng: np.random.Generator, what: str) -> str:
     table, augment = slot
     if key not in table:
         raise ValueError(f"unknown {what} {key!r}; valid: {sorted(table)}")
     train, extra = table[key]
-    if vocabulary == 1:
+    if paraphrase_set == "heldout":
         # Held-out captions mix held-out and training synonyms: the template alone already makes them new.
         return _pick(rng, train + extra)
-    if vocabulary == 2:
+    if paraphrase_set == "augmented":
         return _pick(rng, train + augment[key])
     return _pick(rng, train)
 
@@ -217,24 +211,26 @@ def caption(
         held-out template (so the caption is never a training caption) and mixes in held-out synonyms;
         "augmented" draws from the training and the ``AUGMENT_*`` templates/synonyms.
     """
-    vocabulary = _set_index(paraphrase_set)
+    if paraphrase_set not in PARAPHRASE_SETS:
+        raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")
     if not 1 <= len(colours) <= 2:
         raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
     if len(colours) == 2 and category not in SECONDARY_PARTS:
         raise ValueError(f"category {category!r} has one part; pass one colour, not {tuple(colours)!r}")
-    template = _pick(rng, (TRAIN_TEMPLATES, HELDOUT_TEMPLATES, TRAIN_TEMPLATES + AUGMENT_TEMPLATES)[vocabulary])
-    noun = _synonyms(_CATEGORY, category, vocabulary, rng, "category")
-    colour = _synonyms(_COLOUR, colours[0], vocabulary, rng, "colour")
-    size = _synonyms(_PROPORTION, proportion, vocabulary, rng, "proportion")
+    templates = {"train": TRAIN_TEMPLATES, "heldout": HELDOUT_TEMPLATES, "augmented": TRAIN_TEMPLATES + AUGMENT_TEMPLATES}
+    template = _pick(rng, templates[paraphrase_set])
+    noun = _synonyms(_CATEGORY, category, paraphrase_set, rng, "category")
+    colour = _synonyms(_COLOUR, colours[0], paraphrase_set, rng, "colour")
+    size = _synonyms(_PROPORTION, proportion, paraphrase_set, rng, "proportion")
     np_text = " ".join(w for w in (size, colour, noun) if w)
     if len(colours) == 2 and colours[1] != colours[0]:
-        np_text += " " + _secondary_clause(category, colours[1], vocabulary, rng)
+        np_text += " " + _secondary_clause(category, colours[1], paraphrase_set, rng)
     return template.format(np=np_text, a_np=f"{_article(np_text)} {np_text}")
 
 
-def _secondary_clause(category: str, colour: str, vocabulary: int, rng: np.random.Generator) -> str:
+def _secondary_clause(category: str, colour: str, paraphrase_set: str, rng: np.random.Generator) -> str:
     part, takes_article = SECONDARY_PARTS[category]
-    name = _synonyms(_COLOUR, colour, vocabulary, rng, "colour")
+    name = _synonyms(_COLOUR, colour, paraphrase_set, rng, "colour")
     phrase = f"{name} {part}"
     if takes_article:
         phrase = f"{_article(phrase)} {phrase}"
