@@ -13,7 +13,7 @@ Every slot has synonyms. The words are split in disjoint paraphrase sets:
   them every evaluation prompt) do not change.
 """
 import re
-from typing import Dict, FrozenSet, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Sequence, Tuple
 
 import numpy as np
 
@@ -168,9 +168,14 @@ SECONDARY_PARTS: Dict[str, Tuple[str, bool]] = {
 _SECONDARY_CLAUSE = "with"
 
 
+def _tokens(text: str) -> List[str]:
+    """Lower-case word tokens of ``text`` in order (letters, digits, apostrophes)."""
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
 def words(text: str) -> FrozenSet[str]:
     """Lower-case word tokens of ``text`` (letters, digits, apostrophes)."""
-    return frozenset(re.findall(r"[a-z0-9']+", text.lower()))
+    return frozenset(_tokens(text))
 
 
 def _article(phrase: str) -> str:
@@ -263,7 +268,7 @@ def names_heldout_synonym(text: str, category: str, colour: str) -> Dict[str, bo
     """Whether `text` names `category` and `colour` with one of their held-out synonyms (a word
     or phrase no training caption uses for them), e.g. "jade" for green: ``{"category": bool,
     "colour": bool}``. Unknown category or colour names give False."""
-    lowered = " " + " ".join(re.findall(r"[a-z0-9']+", text.lower())) + " "
+    lowered = " " + " ".join(_tokens(text)) + " "
     found = {}
     for slot, table, key in (("category", CATEGORY_SYNONYMS, category), ("colour", COLOUR_SYNONYMS, colour)):
         extra = table[key][1] if key in table else ()

@@ -251,9 +251,9 @@ def _by_heldout_word(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for slot in ("category", "colour"):
         for heldout, label in ((True, "heldout_word"), (False, "training_word")):
-            subset = [r[f"{slot}_correct"] for r in rows if r[f"heldout_{slot}_word"] == heldout]
-            out[f"n_{slot}_{label}"] = len(subset)
-            out[f"{slot}_correct_{label}"] = round(sum(subset) / len(subset), 4) if subset else None
+            subset = _summary([r for r in rows if r[f"heldout_{slot}_word"] == heldout], [f"{slot}_correct"])
+            out[f"n_{slot}_{label}"] = subset["n"]
+            out[f"{slot}_correct_{label}"] = subset[f"{slot}_correct"]
     return out
 
 
