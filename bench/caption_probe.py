@@ -104,15 +104,19 @@ def fit_linear_probe(x: torch.Tensor, labels: torch.Tensor, n_classes: int, step
 
 def minilm_word_states(encoder) -> WordStates:
     """Each word's state at every layer of a `SentenceEncoder` (input embeddings first): the mean over
-    the word's word pieces in the caption "a {word} thing"."""
+    the word's word pieces in the caption "a {word} thing", found by their ids in the caption."""
     def states(word_list: List[str]) -> torch.Tensor:
         out = []
         with torch.no_grad():
             for word in word_list:
                 batch = encoder.tokenizer([f"a {word} thing"], return_tensors="pt")
-                pieces = len(encoder.tokenizer(word, add_special_tokens=False)["input_ids"])
+                ids = batch["input_ids"][0].tolist()
+                pieces = list(encoder.tokenizer(word, add_special_tokens=False)["input_ids"])
+                start = next((i for i in range(len(ids)) if ids[i:i + len(pieces)] == pieces), None)
+                if not pieces or start is None:
+                    raise ValueError(f"the word pieces of {word!r} do not appear in the caption 'a {word} thing'")
                 hidden = encoder.model(**batch, output_hidden_states=True).hidden_states  # per layer [1, tokens, width]
-                out.append(torch.stack([h[0, 2:2 + pieces].float().mean(dim=0) for h in hidden]))  # [CLS] a word…
+                out.append(torch.stack([h[0, start:start + len(pieces)].float().mean(dim=0) for h in hidden]))
         return torch.stack(out)
 
     return states

@@ -48,8 +48,11 @@ def main(argv=None) -> None:
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts")
     parser.add_argument("--recipe", default=str(ROOT / "recipes" / "transmitter-small.yaml"))
     args = parser.parse_args(argv)
-    counts = [int(c) for c in args.workers.split(",")]
-    if args.n < 1 or not counts or min(counts) < 1:
+    try:
+        counts = [int(c) for c in args.workers.split(",")]
+    except ValueError:
+        parser.error(f"--workers must be comma-separated integers, got {args.workers!r}")
+    if args.n < 1 or min(counts) < 1:
         parser.error("-n and every --workers count must be at least 1")
     recipe = read_config(args.recipe)
     encoder = model_from_config(read_config(str(ROOT / recipe["model"]))).encoder

@@ -73,6 +73,7 @@ def run_latents(args) -> None:
         refine_steps=args.refine_steps, cache_dir=args.cache_dir, text_tokens=args.text_tokens,
         caption_vocabulary=args.captions,
     )
+    dataset.provenance.update(data=str(args.data), transmitter=args.transmitter, weights=str(args.weights or args.transmitter))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     dataset.save(out)

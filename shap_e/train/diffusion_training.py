@@ -6,7 +6,7 @@ precomputed embeddings (CLIP/MiniLM vectors, CLIP grids), zeroed in the batch wh
 pixel images for a prior that owns its image encoder (`conditioner: grid_encoder`): those go through
 the encoder inside the model's forward, with gradients, and dropped rows get the all-zero grid.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Union
 
@@ -30,10 +30,12 @@ class LatentDataset:
     `[n, D]` text embeddings, `[n, channels, tokens]` image grids or caption token grids
     (`conditioner: minilm_tokens`), or pixel images for a
     `grid_encoder` prior: `[n, 3, S, S]` float in [-1, 1] or uint8 in [0, 255] (4x smaller;
-    `shap_e.train.condition_images` renders them)."""
+    `shap_e.train.condition_images` renders them). provenance: how the dataset was made
+    (`build_latent_dataset`'s settings, e.g. `caption_vocabulary`), kept in the file's header."""
 
     latents: torch.Tensor
     conditions: torch.Tensor
+    provenance: Dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.latents.ndim != 2 or len(self.latents) == 0:
@@ -49,20 +51,25 @@ class LatentDataset:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"latent dataset {str(path)!r} does not exist")
+        provenance: Dict[str, str] = {}
         if path.suffix == ".safetensors":
+            from safetensors import safe_open
             from safetensors.torch import load_file
 
             data = load_file(str(path))
+            with safe_open(str(path), framework="pt") as f:
+                provenance = dict(f.metadata() or {})
         else:
             data = torch.load(path, map_location="cpu", weights_only=True)
         missing = {"latents", "conditions"} - set(data)
         if missing:
             raise ValueError(f"{path} lacks {sorted(missing)}; it needs tensors 'latents' and 'conditions'")
         conditions = data["conditions"]
-        return cls(data["latents"].float(), conditions if conditions.dtype == torch.uint8 else conditions.float())
+        return cls(data["latents"].float(), conditions if conditions.dtype == torch.uint8 else conditions.float(),
+                   provenance)
 
     def save(self, path: Union[str, Path]) -> None:
-        write_safetensors(path, {"latents": self.latents, "conditions": self.conditions})
+        write_safetensors(path, {"latents": self.latents, "conditions": self.conditions}, self.provenance)
 
 
 @dataclass

@@ -41,6 +41,19 @@ class HeadRefitConfig:
             raise ValueError(f"head_refit needs lr > 0 and weight_decay >= 0, got {self.lr} and {self.weight_decay}")
 
 
+def check_refit_inputs(prior: torch.nn.Module, pictures: torch.Tensor, latents: torch.Tensor) -> None:
+    """Raise `ValueError` unless `prior` has a latent head and `pictures` are `[n, 3, S, S]` pixel
+    pictures row-aligned with `latents [n, d_latent]` (a text dataset holds embeddings instead)."""
+    if getattr(prior, "latent_head", None) is None:
+        raise ValueError("head_refit needs a prior with a latent head (model config latent_head: true)")
+    if pictures.dim() != 4:
+        raise ValueError(f"head_refit reads pixel pictures [n, 3, S, S]; got conditions of shape {list(pictures.shape)} "
+                         "(embeddings: a text dataset)")
+    if len(pictures) != len(latents):
+        raise ValueError(f"head_refit needs pictures row-aligned with latents [n, d_latent]; got "
+                         f"{list(pictures.shape)} and {list(latents.shape)}")
+
+
 @torch.no_grad()
 def encoder_grids(encoder: torch.nn.Module, pictures: torch.Tensor, chunk: int = 256) -> torch.Tensor:
     """`pictures [n, 3, S, S]` (float in [-1, 1] or uint8 in [0, 255]) -> grids `[n, width, tokens]`."""
@@ -68,13 +81,7 @@ def refit_latent_head(
     The learning rate decays from `lr` to 0 on a cosine; `log` (if given) receives
     `{"head_refit_step", "head_refit_loss"}` every `log_every` steps and at the end.
     """
-    if getattr(prior, "latent_head", None) is None:
-        raise ValueError("head_refit needs a prior with a latent head (model config latent_head: true)")
-    if len(pictures) != len(latents) or pictures.dim() != 4:
-        raise ValueError(
-            f"head_refit needs pixel pictures [n, 3, S, S] row-aligned with latents [n, d_latent]; got "
-            f"{list(pictures.shape)} and {list(latents.shape)}"
-        )
+    check_refit_inputs(prior, pictures, latents)
     grids = encoder_grids(prior.image_encoder, pictures)  # [n, width, tokens]
     device = grids.device
     latents = latents.to(device).float()

@@ -158,5 +158,9 @@ def build_latent_dataset(
             render_condition_images(r["path"], per_asset, image_size, seed=seed + i, azimuth_deg=IMAGE_AZIMUTH_DEG)
             for i, r in enumerate(tqdm(records, desc="render", disable=not progress))
         ])
-    return LatentDataset(latents.repeat_interleave(per_asset, dim=0), conditions)
+    provenance = dict(stage=stage, n_assets=len(records), per_asset=per_asset, seed=seed, refine_steps=refine_steps)
+    provenance.update(dict(caption_vocabulary=caption_vocabulary, text_tokens=text_tokens) if stage == "text"
+                      else dict(image_size=image_size))
+    return LatentDataset(latents.repeat_interleave(per_asset, dim=0), conditions,
+                         {key: str(value) for key, value in provenance.items()})
 

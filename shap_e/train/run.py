@@ -144,6 +144,7 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
         trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
     if trainer.rank == 0:
         write_yaml(diffusion_config, trainer.out_dir / "diffusion.yaml")
+        write_yaml({"data": str(config["data"]), **dataset.provenance}, trainer.out_dir / "dataset.yaml")
     if resume:
         trainer.resume()
     trainer.fit()
@@ -156,7 +157,7 @@ def head_refit_config(config: Dict[str, Any], model: torch.nn.Module, dataset) -
     """The `head_refit` settings of a diffusion config (None without the key), checked before training."""
     from dataclasses import fields
 
-    from shap_e.train.head_refit import HeadRefitConfig
+    from shap_e.train.head_refit import HeadRefitConfig, check_refit_inputs
 
     if "head_refit" not in config:
         return None
@@ -164,10 +165,7 @@ def head_refit_config(config: Dict[str, Any], model: torch.nn.Module, dataset) -
     if not isinstance(settings, dict):
         raise ValueError(f"head_refit must be a mapping of settings ({{}} for the defaults), got {settings!r}")
     check_keys(settings, {f.name for f in fields(HeadRefitConfig)}, "head_refit")
-    if getattr(model, "latent_head", None) is None:
-        raise ValueError("head_refit needs a prior with a latent head (model config latent_head: true)")
-    if dataset.conditions.dim() != 4:
-        raise ValueError("head_refit reads pictures; this latent dataset holds embeddings")
+    check_refit_inputs(model, dataset.conditions, dataset.latents)
     return HeadRefitConfig(**settings)
 
 

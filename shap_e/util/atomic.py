@@ -2,7 +2,7 @@
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, Union
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Union
 
 if TYPE_CHECKING:
     import torch
@@ -41,11 +41,13 @@ def write_atomic_with(path: PathLike, write: Callable[[Path], None]) -> None:
         raise
 
 
-def write_safetensors(path: PathLike, tensors: Dict[str, "torch.Tensor"]) -> None:
-    """Write `tensors` as a `.safetensors` file atomically, with a plain file's permissions.
+def write_safetensors(path: PathLike, tensors: Dict[str, "torch.Tensor"],
+                      metadata: Optional[Dict[str, str]] = None) -> None:
+    """Write `tensors` (and the string pairs `metadata`, in the file's header) as a `.safetensors`
+    file atomically, with a plain file's permissions.
 
     The file is serialised in memory first: safetensors' own `save_file` leaves it owner-only (0600).
     """
     from safetensors.torch import save
 
-    write_atomic(path, save({name: t.contiguous() for name, t in tensors.items()}))
+    write_atomic(path, save({name: t.contiguous() for name, t in tensors.items()}, metadata=metadata or None))

@@ -3,12 +3,12 @@ import platform
 from typing import FrozenSet, Tuple
 
 
-def cpu_model_and_flags() -> Tuple[str, FrozenSet[str]]:
-    """The CPU's model name and feature flags, from /proc/cpuinfo where there is one (else
-    `platform.processor()` and no flags)."""
+def cpu_model_and_flags(cpuinfo: str = "/proc/cpuinfo") -> Tuple[str, FrozenSet[str]]:
+    """The CPU's model name and feature flags, from the first processor listed in `cpuinfo` where
+    that file can be read (else `platform.processor()`, or "unknown", and no flags)."""
     model, flags = "", frozenset()
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
                 if line.startswith("model name") and not model:
                     model = line.split(":", 1)[1].strip()

@@ -132,3 +132,30 @@ def test_heldout_words_by_layer_counts_words_nearest_their_own_centroid():
     assert caption_probe.heldout_words_by_layer(_word_vectors(every), COLOUR_SYNONYMS) == [12, 0]
     known = every - {extra[0] for _, extra in COLOUR_SYNONYMS.values()} | {"ruby", "jade", "sapphire"}
     assert caption_probe.heldout_words_by_layer(_word_vectors(known), COLOUR_SYNONYMS)[0] == 3
+
+
+class _PieceEncoder:
+    """A stand-in `SentenceEncoder`: every character is a word piece (id = its code), the caption gets
+    two leading special ids, and the state of a token at layer l is its id times (l + 1)."""
+
+    class _Tokenizer:
+        def __call__(self, text, add_special_tokens=True, return_tensors=None):
+            if return_tensors == "pt":
+                return {"input_ids": torch.tensor([[1, 2] + [ord(c) for c in text[0] if c != " "]])}
+            return {"input_ids": [ord(c) for c in text if c != " "]}
+
+    class _Model:
+        def __call__(self, input_ids, output_hidden_states=True):
+            states = input_ids.float()[..., None]  # [1, tokens, 1]
+            return type("Output", (), {"hidden_states": tuple(states * (layer + 1) for layer in range(2))})
+
+    tokenizer, model = _Tokenizer(), _Model()
+
+
+def test_word_states_average_the_words_own_pieces_wherever_they_sit():
+    states = caption_probe.minilm_word_states(_PieceEncoder())(["ok", "n"])
+    assert states.shape == (2, 2, 1)
+    assert states[0, :, 0].tolist() == [(ord("o") + ord("k")) / 2, ord("o") + ord("k")]
+    assert states[1, :, 0].tolist() == [ord("n"), 2 * ord("n")]  # the word's "n", not the one in "thing"
+    with pytest.raises(ValueError, match="word pieces of '' do not appear"):
+        caption_probe.minilm_word_states(_PieceEncoder())([""])

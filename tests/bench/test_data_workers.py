@@ -1,6 +1,7 @@
 """bench.data_workers times load_asset_records per worker count and checks the records agree."""
 import dataclasses
 
+import pytest
 import torch
 
 from bench import data_workers
@@ -33,3 +34,13 @@ def test_records_equal_notices_one_changed_number(tmp_path):
     assert not data_workers.records_equal(records, other)
     assert not data_workers.records_equal(records, records + records)
     assert torch.equal(records[0].targets.sdf_points, other[0].targets.sdf_points)
+
+
+def test_bad_counts_are_rejected_by_name(capsys):
+    for argv, message in ((["-n", "0"], "-n and every --workers count must be at least 1"),
+                          (["--workers", "1,0"], "-n and every --workers count must be at least 1"),
+                          (["--workers", "one"], "--workers must be comma-separated integers, got 'one'")):
+        with pytest.raises(SystemExit) as exit_info:
+            data_workers.main(argv)
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err

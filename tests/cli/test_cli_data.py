@@ -91,6 +91,9 @@ def test_latents_command_encodes_with_the_registered_weights_of_a_registry_name(
     assert main(argv) == 0
     expected = build_latent_dataset(load_model("transmitter-small"), tmp_path / "d", "image", per_asset=1, image_size=16)
     torch.testing.assert_close(LatentDataset.load(out).latents, expected.latents, rtol=0, atol=1e-6)
+    assert LatentDataset.load(out).provenance == {
+        "stage": "image", "n_assets": "1", "per_asset": "1", "seed": "0", "refine_steps": "0", "image_size": "16",
+        "data": str(tmp_path / "d"), "transmitter": "transmitter-small", "weights": "transmitter-small"}
 
 
 def test_latents_command_rejects_a_config_without_weights(tmp_path, golden, capsys):

@@ -65,6 +65,9 @@ def test_dataset_round_trips_through_safetensors(tmp_path):
     data.save(tmp_path / "d.safetensors")
     back = LatentDataset.load(tmp_path / "d.safetensors")
     assert torch.equal(back.latents, data.latents) and torch.equal(back.conditions, data.conditions)
+    assert back.provenance == {}
+    replace(data, provenance={"caption_vocabulary": "augmented", "seed": "0"}).save(tmp_path / "p.safetensors")
+    assert LatentDataset.load(tmp_path / "p.safetensors").provenance == {"caption_vocabulary": "augmented", "seed": "0"}
 
 
 def test_dataset_file_is_readable_like_any_file_and_replaces_the_old_one(tmp_path):

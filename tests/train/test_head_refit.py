@@ -58,6 +58,8 @@ def test_refit_inputs_are_checked():
         refit_latent_head(model_from_config(TINY_IMAGE), dataset.conditions, dataset.latents, HeadRefitConfig())
     with pytest.raises(ValueError, match="row-aligned"):
         refit_latent_head(tiny_prior(), dataset.conditions[:3], dataset.latents, HeadRefitConfig())
+    with pytest.raises(ValueError, match=r"reads pixel pictures \[n, 3, S, S\]; got conditions of shape \[4, 16\]"):
+        refit_latent_head(tiny_prior(), dataset.latents[:, :16], dataset.latents, HeadRefitConfig())
     with pytest.raises(ValueError, match="steps, batch_size and log_every"):
         HeadRefitConfig(steps=0)
     with pytest.raises(ValueError, match="lr > 0"):

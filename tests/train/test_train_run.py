@@ -143,6 +143,8 @@ def test_without_normalize_latents_the_diffusion_config_is_written_unchanged(tmp
     assert main(["train", "text", "--config", str(write_config(tmp_path))]) == 0
     written = yaml.safe_load((tmp_path / "run" / "diffusion.yaml").read_text())
     assert written == {"schedule": "exp", "timesteps": 32, "mean_type": "x_start"}
+    # The run folder also names its data (and the data's provenance, none for this hand-made file).
+    assert yaml.safe_load((tmp_path / "run" / "dataset.yaml").read_text()) == {"data": str(tmp_path / "latents.safetensors")}
 
 
 def test_is_config_file_tells_yaml_paths_from_registry_names(tmp_path):
