@@ -67,13 +67,14 @@ def run_latents(args) -> None:
         raise CliError(f"--transmitter {args.transmitter} is a config without weights: pass its trained weights "
                        "with --weights (an untrained transmitter encodes meaningless latents)")
     # A registry name without --weights loads the registered weights (build_model's init == name).
-    model = build_model(args.transmitter, args.weights or args.transmitter, training_device())
+    weights = args.weights or args.transmitter
+    model = build_model(args.transmitter, weights, training_device())
     dataset = build_latent_dataset(
         model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size,
         refine_steps=args.refine_steps, cache_dir=args.cache_dir, text_tokens=args.text_tokens,
         caption_vocabulary=args.captions,
     )
-    dataset.provenance.update(data=str(args.data), transmitter=args.transmitter, weights=str(args.weights or args.transmitter))
+    dataset.provenance.update(data=str(args.data), transmitter=args.transmitter, weights=str(weights))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     dataset.save(out)

@@ -54,10 +54,9 @@ class LatentDataset:
         provenance: Dict[str, str] = {}
         if path.suffix == ".safetensors":
             from safetensors import safe_open
-            from safetensors.torch import load_file
 
-            data = load_file(str(path))
-            with safe_open(str(path), framework="pt") as f:
+            with safe_open(str(path), framework="pt") as f:  # one read: the tensors and the header's metadata
+                data = {name: f.get_tensor(name) for name in f.keys()}
                 provenance = dict(f.metadata() or {})
         else:
             data = torch.load(path, map_location="cpu", weights_only=True)
