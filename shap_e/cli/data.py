@@ -33,6 +33,9 @@ def add_commands(commands) -> None:
     latents.add_argument("--refine-steps", type=int, default=0,
                          help="refine each latent against its asset for this many steps (0: off; recipe: 400)")
     latents.add_argument("--cache-dir", help="supervision cache of transmitter training (reused by --refine-steps)")
+    latents.add_argument("--workers", type=int, default=1,
+                         help="--refine-steps: processes that compute the supervision side by side (the result "
+                              "does not depend on it; 2 on a 2-core machine)")
     latents.add_argument("--text-tokens", type=int, default=0,
                          help="--stage text: store each caption's first N MiniLM token states, for a prior with "
                               "conditioner minilm_tokens and grid_tokens N (0: one pooled embedding; recipe: 24)")
@@ -61,6 +64,8 @@ def run_latents(args) -> None:
 
     if args.refine_steps < 0:
         raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
+    if args.workers < 1:
+        raise CliError(f"--workers must be at least 1, got {args.workers}")
     if args.text_tokens < 0 or (args.text_tokens and args.stage != "text"):
         raise CliError(f"--text-tokens {args.text_tokens}: give a positive count with --stage text, or leave it out")
     if args.weights is None and is_config_file(args.transmitter):
@@ -72,7 +77,7 @@ def run_latents(args) -> None:
     dataset = build_latent_dataset(
         model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size,
         refine_steps=args.refine_steps, cache_dir=args.cache_dir, text_tokens=args.text_tokens,
-        caption_vocabulary=args.captions,
+        caption_vocabulary=args.captions, workers=args.workers,
     )
     dataset.provenance.update(data=str(args.data), transmitter=args.transmitter, weights=str(weights))
     out = Path(args.out)

@@ -4,7 +4,6 @@ Each step encodes a few assets and asks the decoded field for (a) signed distanc
 and away from the surface, (b) the STF colour at surface points, and (c) NeRF renders of random
 pixels of the encoder's own multiview images (coarse and fine passes, SPEC §5.5).
 """
-import multiprocessing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from shap_e.rendering.nerf import render_rays
 from shap_e.train.loop import step_generator
 from shap_e.train.transmitter_targets import AssetTargets, asset_targets
 from shap_e.util.batch import MultimodalBatch
+from shap_e.util.processes import imap_in_processes
 
 MESH_SUFFIXES = (".obj", ".ply", ".stl", ".off", ".glb", ".gltf")
 
@@ -83,16 +83,8 @@ def load_asset_records(
         raise ValueError(f"workers must be at least 1, got {workers}")
     jobs = [AssetJob(str(path), seed, seed + i, random_sample_count, encoder.batch_options(), target_options or {},
                      cache_dir) for i, path in enumerate(paths)]
-    bar = dict(total=len(jobs), desc="assets", disable=not progress)
-    if workers == 1:
-        results = [_prepare_asset(job) for job in tqdm(jobs, **bar)]
-    else:
-        # fork needs no `if __name__ == "__main__"` guard in the caller's script; as in torch's DataLoader
-        # workers, a forked worker must run torch with one thread (OpenMP hangs in a fork otherwise)
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        context = multiprocessing.get_context(method)
-        with context.Pool(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-            results = list(tqdm(pool.imap(_prepare_asset, jobs), **bar))
+    results = list(tqdm(imap_in_processes(_prepare_asset, jobs, workers), total=len(jobs), desc="assets",
+                        disable=not progress))
     records, skipped = [], []
     for job, result in zip(jobs, results):
         if isinstance(result, str):

@@ -116,3 +116,15 @@ def test_refined_latents_move_toward_their_assets_and_reuse_the_supervision_cach
                                 progress=False, refine_steps=3, cache_dir=cache)
     expected = refine_assets(transmitter, latents, paths, steps=3, cache_dir=cache, progress=False)
     torch.testing.assert_close(data.latents[::2], expected)
+
+
+def test_refined_latents_do_not_depend_on_the_supervision_workers(setup):
+    from shap_e.train.latents import refine_assets
+
+    folder, transmitter = setup
+    paths = [r["path"] for r in read_assets(folder)]
+    latents = encode_assets(transmitter, paths, 0, False)
+    torch.set_num_threads(1)
+    alone = refine_assets(transmitter, latents, paths, steps=3, batch_size=2, progress=False)
+    side_by_side = refine_assets(transmitter, latents, paths, steps=3, batch_size=2, progress=False, workers=2)
+    assert torch.equal(alone, side_by_side)
