@@ -147,6 +147,8 @@ def build_latent_dataset(
         raise ValueError(f"text_tokens={text_tokens} must be 0, or positive for stage 'text'")
     if caption_vocabulary not in CAPTION_VOCABULARIES:
         raise ValueError(f"caption_vocabulary={caption_vocabulary!r} is unknown; valid: {list(CAPTION_VOCABULARIES)}")
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers={workers!r} must be an int of at least 1")
     records = read_assets(data_dir)
     latents = encode_assets(transmitter, [r["path"] for r in records], seed, progress)
     if refine_steps:

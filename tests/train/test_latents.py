@@ -95,6 +95,8 @@ def test_bad_stage_per_asset_and_folder_are_clear_errors(setup, tmp_path):
         build_latent_dataset(transmitter, folder, "voxels")
     with pytest.raises(ValueError, match="per_asset=0"):
         build_latent_dataset(transmitter, folder, "text", per_asset=0)
+    with pytest.raises(ValueError, match="workers=0 must be an int of at least 1"):
+        build_latent_dataset(transmitter, folder, "image", refine_steps=2, workers=0)
     with pytest.raises(FileNotFoundError, match="shap-e dataset"):
         build_latent_dataset(transmitter, tmp_path, "text")
 
