@@ -72,11 +72,10 @@ def load_asset_records(
 
     random_sample_count: surface candidates for the farthest-point sampling of the encoder's points.
     target_options: keyword arguments of `asset_targets` (sample counts, `sigma`).
-    workers: processes that prepare assets side by side, each with one torch thread. Every asset is
-        seeded on its own, so with one torch thread in the caller too (as in the recipes) the records
-        are the same tensor for tensor for any number of workers. Where `fork` is missing
-        (Windows), the workers are spawned and the calling script needs the
-        `if __name__ == "__main__":` guard.
+    workers: processes that prepare assets side by side (`shap_e.util.processes.imap_in_processes`,
+        which says when a script needs the `__main__` guard). Every asset is seeded on its own, so
+        with one torch thread in the caller too (as in the recipes) the records are the same tensor
+        for tensor for any number of workers.
     Views are rendered only for encoders that read them (`encoder.use_views`).
     """
     if workers < 1:
