@@ -39,9 +39,10 @@ def add_commands(commands) -> None:
     latents.add_argument("--text-tokens", type=int, default=0,
                          help="--stage text: store each caption's first N MiniLM token states, for a prior with "
                               "conditioner minilm_tokens and grid_tokens N (0: one pooled embedding; recipe: 24)")
-    latents.add_argument("--captions", choices=("train", "augmented"), default="train",
+    latents.add_argument("--captions", choices=("train", "augmented", "extended"), default="train",
                          help="--stage text: draw the extra captions from the training templates and synonyms, "
-                              "or from those plus more (augmented; never a held-out word)")
+                              "or from those plus more (augmented), or from those plus 18 more colour words per "
+                              "colour (extended); never a held-out word")
     latents.set_defaults(run=run_latents)
 
 

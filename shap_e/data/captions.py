@@ -10,7 +10,8 @@ Every slot has synonyms. The words are split in disjoint paraphrase sets:
 * ``"augmented"``: the training set plus the ``AUGMENT_*`` templates and synonyms, for the extra
   captions a text prior may train on (``shap-e latents --captions augmented``). None of their words
   is a held-out word, so the held-out set stays unseen, and the datasets' own captions (and with
-  them every evaluation prompt) do not change.
+  them every evaluation prompt) do not change;
+* ``"extended"``: the augmented set plus :data:`EXTENDED_COLOUR_SYNONYMS` (``--captions extended``).
 """
 import re
 from typing import Dict, FrozenSet, List, Sequence, Tuple
@@ -22,6 +23,7 @@ __all__ = [
     "AUGMENT_COLOUR_SYNONYMS",
     "AUGMENT_PROPORTION_WORDS",
     "AUGMENT_TEMPLATES",
+    "EXTENDED_COLOUR_SYNONYMS",
     "CATEGORY_SYNONYMS",
     "COLOUR_SYNONYMS",
     "HELDOUT_TEMPLATES",
@@ -36,7 +38,7 @@ __all__ = [
     "words",
 ]
 
-PARAPHRASE_SETS = ("train", "heldout", "augmented")
+PARAPHRASE_SETS = ("train", "heldout", "augmented", "extended")
 
 # {a_np}: noun phrase with its article ("an orange cube"); {np}: the bare noun phrase.
 TRAIN_TEMPLATES: Tuple[str, ...] = (
@@ -151,10 +153,51 @@ AUGMENT_PROPORTION_WORDS: Dict[str, Tuple[str, ...]] = {
     "wide": ("chunky", "stout"),
     "small": ("petite", "wee"),
 }
-# Each slot's (synonym table, augmenting synonyms).
-_CATEGORY = (CATEGORY_SYNONYMS, AUGMENT_CATEGORY_SYNONYMS)
-_COLOUR = (COLOUR_SYNONYMS, AUGMENT_COLOUR_SYNONYMS)
-_PROPORTION = (PROPORTION_WORDS, AUGMENT_PROPORTION_WORDS)
+# The "extended" set: the augmented one plus 18 more colour words per colour (shades, foods, flowers,
+# gemstones and materials). A prior that sees a colour named 26 ways learns to read a colour from the
+# sentence encoder's states in general, where 8 names per colour teach it mostly those 8 words
+# (session 16's probe, model_cards/text-small.md). Held-out words and words built on them are avoided.
+EXTENDED_COLOUR_SYNONYMS: Dict[str, Tuple[str, ...]] = {
+    "red": ("blood red", "wine red", "maroon", "burgundy", "cranberry", "strawberry", "rust red", "carmine",
+            "poppy red", "raspberry", "cinnabar", "claret", "lipstick red", "candy apple red", "carnelian",
+            "cherry red", "rouge", "fire red"),
+    "green": ("sage", "moss", "pine green", "kelly green", "chartreuse", "pistachio", "avocado", "fern",
+              "shamrock", "peridot", "malachite", "jungle green", "pea green", "basil", "spring green",
+              "clover", "apple green", "bottle green"),
+    "blue": ("denim", "cornflower", "midnight blue", "baby blue", "powder blue", "steel blue", "lapis",
+             "prussian blue", "blueberry", "electric blue", "ocean blue", "marine blue", "bluebell",
+             "indigo blue", "lapis lazuli", "sky", "cobalt blue", "navy blue"),
+    "yellow": ("citrine", "banana", "butter", "daffodil", "buttercup", "corn yellow", "dandelion", "maize",
+               "straw", "sulfur", "yolk", "school bus yellow", "pineapple", "blonde", "primrose",
+               "chrome yellow", "sunshine", "canary yellow"),
+    "orange": ("copper", "persimmon", "mandarin", "cantaloupe", "burnt orange", "traffic orange",
+               "sunset orange", "nectarine", "kumquat", "mango", "safety orange", "cheddar", "paprika",
+               "orange peel", "goldfish", "rust orange", "tiger orange", "fanta"),
+    "purple": ("mulberry", "orchid", "heather", "aubergine", "royal purple", "byzantium", "iris", "wisteria",
+               "boysenberry", "thistle", "tyrian purple", "purple heather", "grape purple", "indigo",
+               "violet purple", "lavender purple", "plum purple", "ultraviolet"),
+    "pink": ("coral pink", "carnation", "cotton candy", "hot pink", "baby pink", "peony", "cerise",
+             "watermelon", "candy pink", "blossom", "shrimp", "petal pink", "ballet pink", "cherry blossom",
+             "pastel pink", "flamingo pink", "salmon pink", "bubblegum pink"),
+    "white": ("snow", "snowy", "milk", "porcelain", "linen", "eggshell", "frost", "lily white", "coconut",
+              "marble", "cotton", "vanilla", "bleached", "ghost white", "opal", "moonstone", "snow white",
+              "cloud white"),
+    "black": ("obsidian", "midnight", "licorice", "tar", "jet", "sable", "inky", "crow black", "night black",
+              "carbon black", "piano black", "caviar", "black ink", "tar black", "shadow black",
+              "darkest black", "pitch", "ebony black"),
+    "brown": ("mahogany", "cinnamon", "caramel", "tan", "espresso", "sepia", "toffee", "hazelnut", "oak",
+              "teak", "cedar", "leather brown", "fawn", "mud brown", "acorn", "pecan", "tawny", "sienna"),
+    "gray": ("charcoal", "stone", "cement", "concrete", "gunmetal", "dove gray", "fog", "pebble", "iron",
+             "platinum", "nickel", "lead gray", "flint", "mouse gray", "battleship gray", "storm gray",
+             "granite", "silver gray"),
+    "cyan": ("robin egg blue", "caribbean blue", "tiffany blue", "electric cyan", "pool blue", "glacier",
+             "cyan blue", "blue-green", "verdigris", "tropical water", "swimming pool blue", "light teal",
+             "ice cyan", "sea green blue", "mint cyan", "turquoise blue", "bright cyan", "lagoon blue"),
+}
+# Each slot's (synonym table, augmenting synonyms, extending synonyms).
+_CATEGORY = (CATEGORY_SYNONYMS, AUGMENT_CATEGORY_SYNONYMS, {})
+_COLOUR = (COLOUR_SYNONYMS, AUGMENT_COLOUR_SYNONYMS, EXTENDED_COLOUR_SYNONYMS)
+_PROPORTION = (PROPORTION_WORDS, AUGMENT_PROPORTION_WORDS, {})
 
 # The part painted with the second colour of a multi-part object, and whether it takes an article.
 SECONDARY_PARTS: Dict[str, Tuple[str, bool]] = {
@@ -186,9 +229,10 @@ def _pick(rng: np.random.Generator, options: Sequence[str]) -> str:
     return options[int(rng.integers(len(options)))]
 
 
-def _synonyms(slot: Tuple[Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]], Dict[str, Tuple[str, ...]]],
+def _synonyms(slot: Tuple[Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]], Dict[str, Tuple[str, ...]],
+                          Dict[str, Tuple[str, ...]]],
               key: str, paraphrase_set: str, rng: np.random.Generator, what: str) -> str:
-    table, augment = slot
+    table, augment, extend = slot
     if key not in table:
         raise ValueError(f"unknown {what} {key!r}; valid: {sorted(table)}")
     train, extra = table[key]
@@ -197,6 +241,8 @@ def _synonyms(slot: Tuple[Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]], Di
         return _pick(rng, train + extra)
     if paraphrase_set == "augmented":
         return _pick(rng, train + augment[key])
+    if paraphrase_set == "extended":
+        return _pick(rng, train + augment[key] + extend.get(key, ()))
     return _pick(rng, train)
 
 
@@ -214,7 +260,8 @@ def caption(
     :param rng: the draws (template and synonyms) come from this generator only.
     :param paraphrase_set: "train" uses training templates/synonyms only; "heldout" always uses a
         held-out template (so the caption is never a training caption) and mixes in held-out synonyms;
-        "augmented" draws from the training and the ``AUGMENT_*`` templates/synonyms.
+        "augmented" draws from the training and the ``AUGMENT_*`` templates/synonyms; "extended"
+        also from :data:`EXTENDED_COLOUR_SYNONYMS`.
     """
     if paraphrase_set not in PARAPHRASE_SETS:
         raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")
@@ -222,7 +269,8 @@ def caption(
         raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
     if len(colours) == 2 and category not in SECONDARY_PARTS:
         raise ValueError(f"category {category!r} has one part; pass one colour, not {tuple(colours)!r}")
-    templates = {"train": TRAIN_TEMPLATES, "heldout": HELDOUT_TEMPLATES, "augmented": TRAIN_TEMPLATES + AUGMENT_TEMPLATES}
+    templates = {"train": TRAIN_TEMPLATES, "heldout": HELDOUT_TEMPLATES, "augmented": TRAIN_TEMPLATES + AUGMENT_TEMPLATES,
+                 "extended": TRAIN_TEMPLATES + AUGMENT_TEMPLATES}
     template = _pick(rng, templates[paraphrase_set])
     noun = _synonyms(_CATEGORY, category, paraphrase_set, rng, "category")
     colour = _synonyms(_COLOUR, colours[0], paraphrase_set, rng, "colour")
@@ -244,13 +292,13 @@ def _secondary_clause(category: str, colour: str, paraphrase_set: str, rng: np.r
 
 def training_vocabulary() -> FrozenSet[str]:
     """Every word any training caption can contain (templates, articles, synonyms, part names),
-    the ``"augmented"`` set's included."""
+    the ``"augmented"`` and ``"extended"`` sets' included."""
     templates = " ".join(TRAIN_TEMPLATES + AUGMENT_TEMPLATES)
     vocab = set(words(templates.replace("{a_np}", "").replace("{np}", "")))
     vocab |= {"a", "an", _SECONDARY_CLAUSE}
-    for table, augment in (_CATEGORY, _COLOUR, _PROPORTION):
+    for table, augment, extend in (_CATEGORY, _COLOUR, _PROPORTION):
         for key, (train, _) in table.items():
-            vocab |= words(" ".join(train + augment[key]))
+            vocab |= words(" ".join(train + augment[key] + extend.get(key, ())))
     vocab |= words(" ".join(part for part, _ in SECONDARY_PARTS.values()))
     return frozenset(vocab)
 

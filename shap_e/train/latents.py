@@ -4,7 +4,8 @@
 latent of every asset, repeated once per condition, row-aligned with
 
 * text: sentence embeddings of `per_asset` captions drawn from the training templates, or with
-  `caption_vocabulary="augmented"` from more templates and synonyms (the asset's own
+  `caption_vocabulary="augmented"` from more templates and synonyms, or `"extended"` from those and
+  more colour words (the asset's own
   `captions.jsonl` caption first), with the prior's text encoder; with
   `text_tokens`, each caption's token states instead (`[n, 384, text_tokens]` grids for a
   `conditioner: minilm_tokens` prior);
@@ -26,7 +27,7 @@ from shap_e.train.diffusion_training import LatentDataset
 from shap_e.util.processes import imap_in_processes
 
 STAGES = ("text", "image")
-CAPTION_VOCABULARIES = ("train", "augmented")
+CAPTION_VOCABULARIES = ("train", "augmented", "extended")
 # Image-stage pictures are taken from around +X, so that the object's yaw is visible (when the data
 # has random yaws) and a prior can reproduce the world-frame orientation; elevation varies.
 IMAGE_AZIMUTH_DEG = (-20.0, 20.0)
@@ -102,8 +103,8 @@ def refine_assets(
 
 
 def training_captions(record: dict, count: int, seed: int, vocabulary: str = "train") -> List[str]:
-    """The asset's caption plus `count - 1` more drawn from the `vocabulary` ("train", or
-    "augmented" for more templates and synonyms; `shap_e.data.captions`)."""
+    """The asset's caption plus `count - 1` more drawn from the `vocabulary` ("train", "augmented"
+    for more templates and synonyms, "extended" for more colour words too; `shap_e.data.captions`)."""
     from shap_e.data import caption
 
     if vocabulary not in CAPTION_VOCABULARIES:

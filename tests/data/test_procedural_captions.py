@@ -8,6 +8,7 @@ from shap_e.data.captions import (
     AUGMENT_COLOUR_SYNONYMS,
     CATEGORY_SYNONYMS,
     COLOUR_SYNONYMS,
+    EXTENDED_COLOUR_SYNONYMS,
     HELDOUT_TEMPLATES,
     PROPORTION_WORDS,
     TRAIN_TEMPLATES,
@@ -132,6 +133,24 @@ def test_augmented_captions_add_words_but_never_a_heldout_one():
         colours = COLOUR_SYNONYMS[colour][0] + AUGMENT_COLOUR_SYNONYMS[colour]
         padded = f" {text.replace(',', ' ').replace(':', ' ')} "
         assert any(f" {n} " in padded for n in names) and any(f" {c} " in padded for c in colours), text
+
+
+def test_extended_captions_name_colours_with_the_extended_words_and_never_a_heldout_one():
+    extended = _all_captions("extended", n_per_object=6)
+    used = set().union(*(words(text) for *_, text in extended))
+    assert not used & heldout_only_words()
+    assert used <= training_vocabulary()
+    augmented_words = set().union(*(words(text) for *_, text in _all_captions("augmented", n_per_object=6)))
+    extended_words = set().union(*(words(" ".join(names)) for names in EXTENDED_COLOUR_SYNONYMS.values()))
+    assert len((used - augmented_words) & extended_words) >= 100  # most of the new colour words occur
+    for category, colour, _, text in extended:
+        colours = COLOUR_SYNONYMS[colour][0] + AUGMENT_COLOUR_SYNONYMS[colour] + EXTENDED_COLOUR_SYNONYMS[colour]
+        padded = f" {text.replace(',', ' ').replace(':', ' ')} "
+        assert any(f" {c} " in padded for c in colours), text
+    # every extended word names one colour only, and none repeats a training or augmenting word
+    names = [name for table in EXTENDED_COLOUR_SYNONYMS.values() for name in table]
+    earlier = {name for colour in COLOUR_SYNONYMS for name in COLOUR_SYNONYMS[colour][0] + AUGMENT_COLOUR_SYNONYMS[colour]}
+    assert len(names) == len(set(names)) and not set(names) & earlier
 
 
 def test_the_augmentation_takes_no_word_from_the_heldout_set():

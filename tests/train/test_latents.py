@@ -53,6 +53,8 @@ def test_augmented_captions_keep_the_asset_caption_and_add_new_words(setup):
     torch.testing.assert_close(data.conditions[12:24], WordCountEncoder().embed_text(augmented))
     assert data.provenance == {"stage": "text", "n_assets": "3", "per_asset": "12", "seed": "0", "refine_steps": "0",
                                "caption_vocabulary": "augmented", "text_tokens": "0"}
+    extended = training_captions(record, 12, seed=0, vocabulary="extended")
+    assert extended[0] == record["caption"] and extended != augmented
     with pytest.raises(ValueError, match="caption vocabulary 'heldout'"):
         training_captions(record, 2, seed=0, vocabulary="heldout")
     with pytest.raises(ValueError, match="caption_vocabulary='wide'"):

@@ -1,0 +1,54 @@
+"""bench.colour_words: the held-out colour-word probe scores what the features carry, no more."""
+import random
+import zlib
+
+import pytest
+import torch
+
+from bench import colour_words
+from shap_e.data.captions import COLOUR_SYNONYMS, HELDOUT_TEMPLATES, words
+
+COLOURS = list(COLOUR_SYNONYMS)
+OWNER = {w: c for vocab in colour_words.vocabularies().values() for c, w in vocab}
+OWNER.update({w: c for c, w in colour_words.heldout_words()})
+
+
+def _random_vector(word: str, width: int = 24) -> torch.Tensor:
+    return torch.randn(width, generator=torch.Generator().manual_seed(zlib.crc32(word.encode())))
+
+
+def test_captions_hold_their_word_and_a_template_of_the_asked_set():
+    triples = colour_words.captions_for(colour_words.heldout_words(), HELDOUT_TEMPLATES, 3, random.Random(0))
+    assert len(triples) == 3 * len(colour_words.heldout_words())
+    stems = [set(words(t.replace("{a_np}", ""))) for t in HELDOUT_TEMPLATES]
+    for text, word, colour in triples:
+        assert f" {word} " in f" {text} " and COLOUR_SYNONYMS[colour][1] == (word,)
+        assert any(stem <= words(text) for stem in stems), text
+
+
+def test_features_that_name_every_colour_score_full_marks():
+    def oracle(text, word):  # the word's colour, one-hot, plus noise unique to the word
+        return torch.cat([torch.eye(len(COLOURS))[COLOURS.index(OWNER[word])] * 3, _random_vector(word, width=2)])  # standardised: noise as large as the signal
+
+    results = colour_words.colour_word_probe(oracle, per_word=2, steps=150)
+    assert set(results) == {"augmented", "extended"}
+    assert results["extended"]["n_words"] > results["augmented"]["n_words"]
+    for result in results.values():
+        assert result["accuracy"] == 1.0 and set(result["per_word"].values()) == {2}
+
+
+def test_features_blind_to_heldout_words_score_near_chance():
+    heldout = {w for _, w in colour_words.heldout_words()}
+
+    def blind(text, word):  # training words carry their colour, held-out words only noise
+        colour = torch.zeros(len(COLOURS)) if word in heldout else torch.eye(len(COLOURS))[COLOURS.index(OWNER[word])] * 3
+        return torch.cat([colour, _random_vector(word)])
+
+    results = colour_words.colour_word_probe(blind, per_word=2, steps=150)
+    assert all(r["accuracy"] <= 0.34 for r in results.values()), results
+    assert "| extended |" in colour_words.markdown(results, 2)
+
+
+def test_the_command_rejects_a_non_positive_count():
+    with pytest.raises(SystemExit):
+        colour_words.main(["--per-word", "0"])
