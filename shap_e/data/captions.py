@@ -11,7 +11,8 @@ Every slot has synonyms. The words are split in disjoint paraphrase sets:
   captions a text prior may train on (``shap-e latents --captions augmented``). None of their words
   is a held-out word, so the held-out set stays unseen, and the datasets' own captions (and with
   them every evaluation prompt) do not change;
-* ``"extended"``: the augmented set plus :data:`EXTENDED_COLOUR_SYNONYMS` (``--captions extended``).
+* ``"extended"``: the augmented set plus :data:`EXTENDED_COLOUR_SYNONYMS` (``--captions extended``);
+  half the colour names are drawn from the extending words, half from the augmented set's.
 """
 import re
 from typing import Dict, FrozenSet, List, Sequence, Tuple
@@ -242,7 +243,10 @@ def _synonyms(slot: Tuple[Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]], Di
     if paraphrase_set == "augmented":
         return _pick(rng, train + augment[key])
     if paraphrase_set == "extended":
-        return _pick(rng, train + augment[key] + extend.get(key, ()))
+        # Half the draws from the extending words, so the augmented words keep half their frequency.
+        if key in extend and rng.random() < 0.5:
+            return _pick(rng, extend[key])
+        return _pick(rng, train + augment[key])
     return _pick(rng, train)
 
 
@@ -261,7 +265,7 @@ def caption(
     :param paraphrase_set: "train" uses training templates/synonyms only; "heldout" always uses a
         held-out template (so the caption is never a training caption) and mixes in held-out synonyms;
         "augmented" draws from the training and the ``AUGMENT_*`` templates/synonyms; "extended"
-        also from :data:`EXTENDED_COLOUR_SYNONYMS`.
+        draws half its colour names from :data:`EXTENDED_COLOUR_SYNONYMS` instead.
     """
     if paraphrase_set not in PARAPHRASE_SETS:
         raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")

@@ -153,6 +153,16 @@ def test_extended_captions_name_colours_with_the_extended_words_and_never_a_held
     assert len(names) == len(set(names)) and not set(names) & earlier
 
 
+def test_extended_captions_keep_half_their_colour_names_from_the_augmented_words():
+    # The extending words take half the draws, not 18 in 26: the words the held-out pairs use stay frequent.
+    single_part = [row for row in _all_captions("extended", n_per_object=6) if row[0] not in MULTI_PART]
+    extending = 0
+    for _, colour, _, text in single_part:
+        padded = f" {text.replace(',', ' ').replace(':', ' ')} "
+        extending += any(f" {name} " in padded for name in EXTENDED_COLOUR_SYNONYMS[colour])
+    assert 0.45 < extending / len(single_part) < 0.6  # uniform draws give about 0.7
+
+
 def test_the_augmentation_takes_no_word_from_the_heldout_set():
     # Held-out-only words computed against the datasets' own training vocabulary alone are the same.
     core = set(words(" ".join(TRAIN_TEMPLATES).replace("{a_np}", "").replace("{np}", ""))) | {"a", "an", "with"}
