@@ -159,8 +159,11 @@ def test_extended_captions_keep_half_their_colour_names_from_the_augmented_words
     extending = 0
     for _, colour, _, text in single_part:
         padded = f" {text.replace(',', ' ').replace(':', ' ')} "
-        extending += any(f" {name} " in padded for name in EXTENDED_COLOUR_SYNONYMS[colour])
-    assert 0.45 < extending / len(single_part) < 0.6  # uniform draws give about 0.7
+        names = COLOUR_SYNONYMS[colour][0] + AUGMENT_COLOUR_SYNONYMS[colour] + EXTENDED_COLOUR_SYNONYMS[colour]
+        # the longest name in the caption is the drawn one ("sky blue" holds "sky", "jet black" holds "jet")
+        drawn = max((name for name in names if f" {name} " in padded), key=len)
+        extending += drawn in EXTENDED_COLOUR_SYNONYMS[colour]
+    assert 0.47 < extending / len(single_part) < 0.53  # uniform draws give 18 / 26 = 0.69
 
 
 def test_the_augmentation_takes_no_word_from_the_heldout_set():
