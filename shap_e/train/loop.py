@@ -12,6 +12,7 @@ these facts (`environment`) as the first record of every run and resume.
 """
 import json
 import math
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -180,20 +181,25 @@ class Trainer:
         return record
 
     def fit(self) -> Dict[str, float]:
-        """Train until `config.steps`; log every `log_every`, checkpoint every `checkpoint_every`."""
+        """Train until `config.steps`; log every `log_every`, checkpoint every `checkpoint_every`.
+
+        Each logged step also records `seconds`: the wall time since this call began (a resumed run
+        counts from its resume), so `metrics.jsonl` gives the run's speed on its machine.
+        """
         bar = tqdm(
             total=self.config.steps, initial=self.step, disable=not self.config.progress or self.rank != 0,
             desc="train",
         )
         self.log({"step": self.step, "environment": environment()})
         record: Dict[str, float] = {}
+        start = time.monotonic()
         while self.step < self.config.steps:
             record = self.train_step()
             bar.update(1)
             if "loss" in record:
                 bar.set_postfix(loss=f"{record['loss']:.4g}")
             if self.step % self.config.log_every == 0 and "skipped" not in record:
-                self.log(record)
+                self.log(dict(record, seconds=round(time.monotonic() - start, 2)))
             if self.step % self.config.checkpoint_every == 0 or self.step == self.config.steps:
                 self.save_checkpoint()
         bar.close()

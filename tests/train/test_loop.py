@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,17 @@ def test_every_run_and_resume_logs_its_environment_first(tmp_path):
     assert facts["torch"] == torch.__version__ and facts["threads"] == torch.get_num_threads()
     assert facts["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and facts["world_size"] == 1
     assert isinstance(facts["cpu"], str) and facts["cpu"]
+
+
+def test_logged_steps_record_the_wall_time_since_the_run_began(tmp_path):
+    trainer = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path, steps=4, log_every=2))
+    before = time.monotonic()
+    trainer.fit()
+    elapsed = time.monotonic() - before
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    seconds = [r["seconds"] for r in records if "environment" not in r]
+    assert len(seconds) == 2 and 0 <= seconds[0] <= seconds[1] <= elapsed + 0.01
+    assert "seconds" not in records[0]
 
 
 def test_learning_rate_warms_up_then_decays_to_the_floor():
