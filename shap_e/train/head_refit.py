@@ -10,6 +10,7 @@ initialised head to the latents. Everything random is drawn from `seed`, so the 
 deterministic.
 """
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
@@ -79,7 +80,8 @@ def refit_latent_head(
     encoder's grids of `pictures [n, 3, S, S]`; returns the mean squared error of the last step.
 
     The learning rate decays from `lr` to 0 on a cosine; `log` (if given) receives
-    `{"head_refit_step", "head_refit_loss"}` every `log_every` steps and at the end.
+    `{"head_refit_step", "head_refit_loss", "seconds"}` every `log_every` steps and at the end, where
+    `seconds` is the wall time since the refit began (as the training loop logs it since training began).
     """
     check_refit_inputs(prior, pictures, latents)
     grids = encoder_grids(prior.image_encoder, pictures)  # [n, width, tokens]
@@ -90,6 +92,7 @@ def refit_latent_head(
     optimizer = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     loss = torch.tensor(float("nan"))
+    start = time.monotonic()
     for step in tqdm(range(config.steps), desc="head refit", disable=not progress):
         for group in optimizer.param_groups:
             group["lr"] = config.lr * 0.5 * (1 + math.cos(math.pi * step / config.steps))
@@ -100,6 +103,7 @@ def refit_latent_head(
         optimizer.step()
         loss = loss.detach()
         if log is not None and ((step + 1) % config.log_every == 0 or step + 1 == config.steps):
-            log({"head_refit_step": step + 1, "head_refit_loss": loss.item()})
+            log({"head_refit_step": step + 1, "head_refit_loss": loss.item(),
+                 "seconds": round(time.monotonic() - start, 2)})
     prior.latent_head.load_state_dict(head.state_dict())
     return loss.item()

@@ -1,5 +1,6 @@
 """Refitting an image prior's latent head on its frozen encoder after the diffusion training."""
 import json
+import time
 
 import pytest
 import torch
@@ -49,7 +50,21 @@ def test_the_refit_is_deterministic_and_logs_its_loss():
         logs.append(records)
     for key, value in heads[0].items():
         torch.testing.assert_close(value, heads[1][key], rtol=0, atol=0)
-    assert [r["head_refit_step"] for r in logs[0]] == [4, 8, 10] and logs[0] == logs[1]
+    assert [r["head_refit_step"] for r in logs[0]] == [4, 8, 10]
+    untimed = [[{k: v for k, v in r.items() if k != "seconds"} for r in records] for records in logs]
+    assert untimed[0] == untimed[1]
+
+
+def test_the_refit_logs_the_wall_time_since_it_began():
+    dataset = tiny_pixel_dataset()
+    records = []
+    started = time.monotonic()
+    refit_latent_head(tiny_prior(), dataset.conditions, dataset.latents,
+                      HeadRefitConfig(steps=10, batch_size=4, log_every=4), progress=False, log=records.append)
+    elapsed = time.monotonic() - started
+    seconds = [r["seconds"] for r in records]
+    assert len(seconds) == 3 and all(isinstance(s, float) for s in seconds)
+    assert seconds == sorted(seconds) and 0 <= seconds[0] and seconds[-1] <= elapsed + 0.01
 
 
 def test_refit_inputs_are_checked():
