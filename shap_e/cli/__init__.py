@@ -5,6 +5,7 @@ with status 2 and a one-line reason.
 """
 import argparse
 import sys
+import warnings
 from typing import List, Optional
 
 from shap_e import __version__
@@ -28,11 +29,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_facing_warnings(show_other):
+    """A `warnings.showwarning` that prints a `PromptTruncatedWarning` as one line for the user and
+    hands every other warning to `show_other`."""
+    from shap_e.models.conditioning import PromptTruncatedWarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, PromptTruncatedWarning):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            show_other(message, category, filename, lineno, file, line)
+
+    return show
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _user_facing_warnings(warnings.showwarning)
+            args.run(args)
     except (CliError, ValueError, FileNotFoundError, PermissionError) as e:
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"shap-e {args.command}: error: {message}", file=sys.stderr)

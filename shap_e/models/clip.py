@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from shap_e.models.conditioning import warn_truncated_prompt
+
 __all__ = [
     "CLIP_MEAN",
     "CLIP_STD",
@@ -71,7 +73,8 @@ class ClipTokenizer:
     def tokenize(self, texts: Union[str, Sequence[str]], context_length: int = 77) -> torch.Tensor:
         """`[batch, context_length]` int64 ids: start marker, BPE ids, end marker, zero padding.
 
-        Texts that are too long are cut so that the last kept position holds the end marker.
+        Texts that are too long are cut so that the last kept position holds the end marker, with a
+        ``PromptTruncatedWarning`` naming the words left out.
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -83,6 +86,7 @@ class ClipTokenizer:
         for row, text in enumerate(texts):
             ids = [SOT] + self.encode(text) + [EOT]
             if len(ids) > context_length:
+                warn_truncated_prompt(text, self._bpe.decode(ids[context_length - 1:-1]), context_length, "CLIP")
                 ids = ids[: context_length - 1] + [EOT]
             out[row, : len(ids)] = torch.tensor(ids)
         return out

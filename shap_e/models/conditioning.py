@@ -8,11 +8,31 @@ are written against these Protocols and never against a concrete encoder.
 `conditioning_embeddings` turns a batch's `texts=`/`images=`/`embeddings=` into the prior's
 conditioning tensor, with zeros (the unconditional input) for elements that have none.
 """
+import warnings
 from typing import Any, List, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
 
 import torch
 
-__all__ = ["FEATURE_SHAPES", "ImageGridConditioner", "TextConditioner", "TextGridConditioner", "conditioning_embeddings"]
+__all__ = [
+    "FEATURE_SHAPES", "ImageGridConditioner", "PromptTruncatedWarning", "TextConditioner", "TextGridConditioner",
+    "conditioning_embeddings", "warn_truncated_prompt",
+]
+
+
+class PromptTruncatedWarning(UserWarning):
+    """A prompt was longer than its text encoder reads: its end does not reach the prior."""
+
+
+def warn_truncated_prompt(text: str, dropped: str, kept_tokens: int, reader: str) -> None:
+    """Warn that `reader` (e.g. "CLIP") conditions the prior on the first `kept_tokens` tokens of
+    `text` only, so that `dropped`, the text's end, is left out."""
+    start = text if len(text) <= 40 else text[:40] + "..."
+    warnings.warn(
+        f"{reader} reads the first {kept_tokens} tokens of a prompt; the end of {start!r} does not reach "
+        f"the prior: {dropped.strip()!r}. Put what matters first or shorten the prompt.",
+        PromptTruncatedWarning,
+        stacklevel=3,
+    )
 
 
 @runtime_checkable

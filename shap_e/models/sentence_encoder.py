@@ -12,6 +12,7 @@ from typing import Any, Sequence, Tuple, Union
 import torch
 
 from shap_e.models.clip import quiet_transformers
+from shap_e.models.conditioning import warn_truncated_prompt
 
 __all__ = ["MINILM_PACKAGE", "SentenceEncoder"]
 
@@ -115,16 +116,26 @@ class SentenceEncoder:
 
         Token i of a text (``[CLS]`` first) is column i; columns past the text's last token are zero,
         and a text of more than ``n_tokens`` tokens keeps its first ``n_tokens`` (each state still
-        sees the whole text).
+        sees the whole text). A text whose words do not all fit raises a ``PromptTruncatedWarning``
+        naming the words left out.
         """
         if n_tokens < 1:
             raise ValueError(f"n_tokens={n_tokens} must be at least 1")
         hidden, mask = self.token_states(texts)
+        self._warn_past_grid(texts, n_tokens)
         hidden = hidden * mask.unsqueeze(-1).to(hidden.dtype)  # padding tokens become zeros
         grid = hidden.new_zeros(hidden.shape[0], n_tokens, hidden.shape[2])
         kept = min(n_tokens, hidden.shape[1])
         grid[:, :kept] = hidden[:, :kept]
         return grid.permute(0, 2, 1).contiguous()
+
+    def _warn_past_grid(self, texts: Sequence[str], n_tokens: int) -> None:
+        """Warn for each text with word pieces past the grid's `n_tokens` columns (a final ``[SEP]``
+        alone past them loses no word)."""
+        for text in texts:
+            ids = self.tokenizer(text, truncation=True, max_length=_MAX_LENGTH)["input_ids"]  # [CLS] ... [SEP]
+            if len(ids) - 1 > n_tokens:
+                warn_truncated_prompt(text, self.tokenizer.decode(ids[n_tokens:-1]), n_tokens, "this MiniLM prior")
 
     def to(self, device: Union[str, torch.device]) -> "SentenceEncoder":
         """Move the encoder (loaded or not) to ``device``; returns self."""

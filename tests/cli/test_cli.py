@@ -197,6 +197,19 @@ def test_text_small_names_the_prompt_words_it_never_saw_in_training(tmp_path, ca
     assert "never saw" not in capsys.readouterr().err
 
 
+def test_text_warns_in_one_line_when_the_end_of_a_long_prompt_does_not_reach_the_prior(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SHAP_E_CACHE", str(tmp_path / "cache"))
+    prompt = "a " + "very " * 21 + "tall box that is red"  # [CLS] + 22 words fill 23 of the 24 columns
+    args = ["text", prompt, "--model", "text-small", "--preset", "fast", "--grid-size", "16", "--format", "ply",
+            "-o", str(tmp_path / "long")]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "warning: this MiniLM prior reads the first 24 tokens of a prompt" in err
+    assert "does not reach the prior: 'box that is red'." in err
+    assert "PromptTruncatedWarning" not in err and "_warn_past_grid" not in err  # no Python warning lines
+    assert list((tmp_path / "long").glob("*/mesh.ply"))
+
+
 def test_image_sampling_starts_from_the_latent_head_at_the_recommended_strength(tiny_models, capsys, monkeypatch):
     import dataclasses
 

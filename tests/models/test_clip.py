@@ -1,5 +1,6 @@
 """CLIP conditioning: real BPE ids offline, Pillow preprocessing, a tiny random CLIP saved to disk."""
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from shap_e.models.clip import (
     FrozenCLIP,
     preprocess_images,
 )
-from shap_e.models.conditioning import conditioning_embeddings
+from shap_e.models.conditioning import PromptTruncatedWarning, conditioning_embeddings
 
 # Ids published by independent CLIP tokenizer implementations (and "a"=320, "red"=736 in vocab.json).
 REFERENCE_IDS = {
@@ -97,10 +98,19 @@ def test_text_is_cleaned_like_clip_before_bpe(tokenizer, messy, clean):
     assert torch.equal(tokenizer.tokenize([messy]), tokenizer.tokenize([clean]))
 
 
-def test_long_text_is_truncated_keeping_the_end_marker(tokenizer):
-    text = " ".join(["red chair"] * 60)
-    ids = tokenizer.tokenize([text])[0].tolist()
+def test_long_text_is_truncated_keeping_the_end_marker_and_warns_with_the_words_left_out(tokenizer):
+    text = " ".join(["red chair"] * 37) + " with a blue seat"  # 74 ids of chairs; 'with' is the 75th and last kept
+    with pytest.warns(PromptTruncatedWarning, match=r"CLIP reads the first 77 tokens.*: 'a blue seat'"):
+        ids = tokenizer.tokenize([text])[0].tolist()
     assert ids == ([49406] + tokenizer.encode(text))[:76] + [49407]
+
+
+def test_a_text_that_fills_the_context_exactly_does_not_warn(tokenizer):
+    text = " ".join(["red chair"] * 37) + " red"  # 75 BPE ids + the two markers = 77
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PromptTruncatedWarning)
+        ids = tokenizer.tokenize([text])[0].tolist()
+    assert ids[-1] == 49407 and len(tokenizer.encode(text)) == 75
 
 
 def test_tokenize_rejects_non_strings(tokenizer):

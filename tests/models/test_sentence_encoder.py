@@ -1,10 +1,11 @@
 """MiniLM text conditioning: offline loading, sentence-transformers-identical vectors, the interface."""
 import importlib.util
+import warnings
 
 import pytest
 import torch
 
-from shap_e.models.conditioning import TextConditioner, TextGridConditioner
+from shap_e.models.conditioning import PromptTruncatedWarning, TextConditioner, TextGridConditioner
 from shap_e.models.sentence_encoder import SentenceEncoder
 
 pytestmark = pytest.mark.skipif(
@@ -105,3 +106,17 @@ def test_text_grid_is_the_token_states_channel_major_zero_padded_and_truncated(e
     assert encoder.embed_text_grid([], n_tokens=8).shape == (0, 384, 8)
     with pytest.raises(ValueError, match="n_tokens=0"):
         encoder.embed_text_grid(["a red cube"], n_tokens=0)
+
+
+def test_a_prompt_longer_than_the_grid_warns_naming_the_words_left_out(encoder):
+    long = "a " + "very " * 21 + "long prompt about a red cube"  # [CLS] a very*21 = 23 columns, then 'long' ...
+    with pytest.warns(PromptTruncatedWarning, match=r"first 24 tokens.*'prompt about a red cube'"):
+        grid = encoder.embed_text_grid([long], 24)
+    assert grid.shape == (1, 384, 24)
+
+
+def test_a_prompt_whose_words_all_fit_the_grid_does_not_warn(encoder):
+    fits = " ".join("abcdefghijklmnopqrstuvw")  # [CLS] + 23 word pieces: only [SEP] is past 24 columns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PromptTruncatedWarning)
+        encoder.embed_text_grid([fits, "a red cube"], 24)
