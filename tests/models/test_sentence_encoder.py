@@ -97,7 +97,8 @@ def test_text_grid_is_the_token_states_channel_major_zero_padded_and_truncated(e
     assert isinstance(encoder, TextGridConditioner)
     states, mask = encoder.token_states([CAPTIONS[0], CAPTIONS[2]])
     short, long = int(mask[0].sum()), int(mask[1].sum())  # 5 and 14 tokens with [CLS] and [SEP]
-    grid = encoder.embed_text_grid([CAPTIONS[0], CAPTIONS[2]], n_tokens=8)
+    with pytest.warns(PromptTruncatedWarning, match="'with black legs'"):
+        grid = encoder.embed_text_grid([CAPTIONS[0], CAPTIONS[2]], n_tokens=8)
     assert grid.shape == (2, 384, 8) and grid.dtype == torch.float32
     torch.testing.assert_close(grid[0, :, :short], states[0, :short].T, atol=1e-6, rtol=0)
     assert not grid[0, :, short:].any() and bool(grid[0, :, :short].abs().sum(0).gt(0).all())
