@@ -83,6 +83,7 @@ def refit_latent_head(
     `{"head_refit_step", "head_refit_loss", "seconds"}` every `log_every` steps and at the end, where
     `seconds` is the wall time since the refit began (as the training loop logs it since training began).
     """
+    start = time.monotonic()  # the logged `seconds` include computing the grids
     check_refit_inputs(prior, pictures, latents)
     grids = encoder_grids(prior.image_encoder, pictures)  # [n, width, tokens]
     device = grids.device
@@ -92,7 +93,6 @@ def refit_latent_head(
     optimizer = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     loss = torch.tensor(float("nan"))
-    start = time.monotonic()
     for step in tqdm(range(config.steps), desc="head refit", disable=not progress):
         for group in optimizer.param_groups:
             group["lr"] = config.lr * 0.5 * (1 + math.cos(math.pi * step / config.steps))
