@@ -1,4 +1,5 @@
 """CLIP conditioning: real BPE ids offline, Pillow preprocessing, a tiny random CLIP saved to disk."""
+import inspect
 import time
 import warnings
 
@@ -100,8 +101,9 @@ def test_text_is_cleaned_like_clip_before_bpe(tokenizer, messy, clean):
 
 def test_long_text_is_truncated_keeping_the_end_marker_and_warns_with_the_words_left_out(tokenizer):
     text = " ".join(["red chair"] * 37) + " with a blue seat"  # 74 ids of chairs; 'with' is the 75th and last kept
-    with pytest.warns(PromptTruncatedWarning, match=r"CLIP reads the first 77 tokens.*: 'a blue seat'"):
+    with pytest.warns(PromptTruncatedWarning, match=r"CLIP reads the first 77 tokens.*: 'a blue seat'") as caught:
         ids = tokenizer.tokenize([text])[0].tolist()
+    assert (caught[0].filename, caught[0].lineno) == (__file__, inspect.currentframe().f_lineno - 1)  # the call above
     assert ids == ([49406] + tokenizer.encode(text))[:76] + [49407]
 
 

@@ -1,5 +1,6 @@
 """MiniLM text conditioning: offline loading, sentence-transformers-identical vectors, the interface."""
 import importlib.util
+import inspect
 import warnings
 
 import pytest
@@ -111,8 +112,9 @@ def test_text_grid_is_the_token_states_channel_major_zero_padded_and_truncated(e
 
 def test_a_prompt_longer_than_the_grid_warns_naming_the_words_left_out(encoder):
     long = "a " + "very " * 21 + "long prompt about a red cube"  # [CLS] a very*21 = 23 columns, then 'long' ...
-    with pytest.warns(PromptTruncatedWarning, match=r"first 24 tokens.*'prompt about a red cube'"):
+    with pytest.warns(PromptTruncatedWarning, match=r"first 24 tokens.*'prompt about a red cube'") as caught:
         grid = encoder.embed_text_grid([long], 24)
+    assert (caught[0].filename, caught[0].lineno) == (__file__, inspect.currentframe().f_lineno - 1)  # the call above
     assert grid.shape == (1, 384, 24)
 
 
