@@ -1,6 +1,7 @@
 """Shared test setup: one torch thread (2 shared cores are 10-30x slower with 2), golden data, and
 the pieces of the tiny stand-in models that tests register through $SHAP_E_REGISTRY/$SHAP_E_CLIP."""
 import hashlib
+import linecache
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,17 @@ def golden():
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def warned_at():
+    """`where(record)`: the file and the stripped source line a caught warning names, to check that a
+    warning points at the caller's line (by its text, so lines added around it do not matter)."""
+
+    def where(record) -> tuple:
+        return record.filename, linecache.getline(record.filename, record.lineno).strip()
+
+    return where
 
 
 @pytest.fixture(scope="session")
