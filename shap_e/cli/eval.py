@@ -13,7 +13,7 @@ TASKS = {
     "classifier": "the judging classifier on ground-truth assets (the ceiling of any model)",
 }
 SPLITS = ("heldout_pairs", "heldout_paraphrases", "train")
-REFERENCES = ("ground-truth", "decoded")
+REFERENCES = ("ground-truth", "decoded", "both")
 
 
 def add_commands(commands) -> None:
@@ -40,7 +40,8 @@ def add_commands(commands) -> None:
                          help="reconstruction: latent refinement steps against the asset after the encoder")
         sub.add_argument("--references", choices=REFERENCES, default="ground-truth",
                          help="the category classifier's references: the ground-truth shapes, or those plus "
-                              "their reconstructions by the decoder (classifier task: needs --decoder)")
+                              "their reconstructions by the decoder, or both judges on the same meshes "
+                              "(`category_correct` and `category_correct_decoded`; classifier task: needs --decoder)")
         if task == "image":
             add_init_strength_option(sub)
         sub.set_defaults(run=run_eval)
@@ -59,8 +60,9 @@ def _validate(args) -> None:
         raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
     if args.output and not args.output.lower().endswith(".json"):
         raise CliError(f"--output must end in .json, got {args.output!r}")
-    if args.task == "classifier" and args.references == "decoded" and not args.decoder:
-        raise CliError("--references decoded needs --decoder (the transmitter whose reconstructions join the references)")
+    if args.task == "classifier" and args.references != "ground-truth" and not args.decoder:
+        raise CliError(f"--references {args.references} needs --decoder (the transmitter whose reconstructions join "
+                       "the references)")
 
 
 def _default_model(task: str) -> str:
@@ -74,10 +76,10 @@ def run_eval(args) -> None:
     model_name = args.model or _default_model(args.task)
     output = Path(args.output or f"model_cards/eval_{args.task}_{model_name}.json")
     if args.task == "classifier":
-        classifier = None
-        if args.references == "decoded":
-            classifier = _classifier(args, _load(args.decoder, pick_device(args.device), args))
-        result = run.evaluate_ground_truth(args.split, args.n, args.seed, classifier=classifier)
+        judges = {}
+        if args.references != "ground-truth":
+            judges = _judges(args, _load(args.decoder, pick_device(args.device), args))
+        result = run.evaluate_ground_truth(args.split, args.n, args.seed, **judges)
     else:
         result = _evaluate_model(args, model_name)
     result["settings"].update(model=model_name, split=args.split, references=args.references)
@@ -92,14 +94,18 @@ def _load(name: str, device, args):
     return load_model(name, device=device, cache_dir=args.cache_dir).eval()
 
 
-def _classifier(args, xm):
-    """The classifier for `--references` (None: the evaluation's default, ground truth only)."""
+def _judges(args, xm):
+    """The evaluation's `classifier` / `extra_classifiers` arguments for `--references` (none: the
+    default, ground truth only). `both` judges with the ground truth first and adds the decoded judge."""
     from shap_e.eval.classify import build_classifier
 
     if args.references == "ground-truth":
-        return None
+        return {}
     say("building the classifier's decoded references (120 encodings)")
-    return build_classifier(transmitter=xm, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
+    decoded = build_classifier(transmitter=xm, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
+    if args.references == "decoded":
+        return {"classifier": decoded}
+    return {"extra_classifiers": {"decoded": decoded}}
 
 
 def _evaluate_model(args, model_name: str):
@@ -116,12 +122,12 @@ def _evaluate_model(args, model_name: str):
         return run.evaluate_reconstruction(model, assets, grid_size=args.grid_size, resolution=args.resolution,
                                            seed=args.seed, device=device, progress=True,
                                            refine_steps=args.refine_steps, vertex_placement=args.vertex_placement,
-                                           classifier=_classifier(args, model))
+                                           **_judges(args, model))
     spec = get_spec(model_name)
     xm = _load(args.decoder or (spec.decoders[0] if spec.decoders else "transmitter"), device, args)
     options = dict(steps=args.steps, batch_size=args.batch, grid_size=args.grid_size, seed=args.seed,
                    device=device, progress=True, diffusion=diffusion_from_config(load_config(spec.diffusion)),
-                   vertex_placement=args.vertex_placement, classifier=_classifier(args, xm))
+                   vertex_placement=args.vertex_placement, **_judges(args, xm))
     guidance = args.guidance if args.guidance is not None else spec.guidance_scale
     if guidance is not None:
         options["guidance_scale"] = guidance

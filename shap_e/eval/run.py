@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -65,7 +65,10 @@ def asset_mesh(asset: Any) -> EvalMesh:
     return EvalMesh((mesh.verts - (lo + hi) / 2) * (2 / float((hi - lo).max())), mesh.faces, mesh.face_colors)
 
 
-def _judge(mesh: Any, category: str, colour: str, classifier: ShapeClassifier) -> Dict[str, Any]:
+def _judge(
+    mesh: Any, category: str, colour: str, classifier: ShapeClassifier,
+    extra_classifiers: Optional[Mapping[str, ShapeClassifier]] = None,
+) -> Dict[str, Any]:
     """Category and colour of one mesh against its labels."""
     mesh = to_eval_mesh(mesh)
     predicted, score = classifier.classify(mesh) if not mesh.is_empty else (None, 0.0)
@@ -74,7 +77,25 @@ def _judge(mesh: Any, category: str, colour: str, classifier: ShapeClassifier) -
         category=category, colour=colour, pred_category=predicted, category_score=round(score, 4),
         pred_colour=name, colour_share=round(share, 4), category_correct=predicted == category,
         colour_correct=name == colour, n_faces=int(mesh.faces.shape[0]),
+        **_extra_categories(mesh, category, extra_classifiers),
     )
+
+
+def _extra_categories(
+    mesh: EvalMesh, category: str, extra_classifiers: Optional[Mapping[str, ShapeClassifier]]
+) -> Dict[str, Any]:
+    """`pred_category_<name>` and `category_correct_<name>` of the mesh by each named extra classifier:
+    one sampled mesh judged against several sets of references."""
+    row: Dict[str, Any] = {}
+    for name, classifier in (extra_classifiers or {}).items():
+        predicted = classifier.classify(mesh)[0] if not mesh.is_empty else None
+        row[f"pred_category_{name}"] = predicted
+        row[f"category_correct_{name}"] = predicted == category
+    return row
+
+
+def _extra_keys(extra_classifiers: Optional[Mapping[str, ShapeClassifier]]) -> Tuple[str, ...]:
+    return tuple(f"category_correct_{name}" for name in (extra_classifiers or {}))
 
 
 def _summary(rows: List[Dict[str, Any]], keys: Sequence[str]) -> Dict[str, Any]:
@@ -98,16 +119,20 @@ def _progress(items, enabled: bool, desc: str):
 
 
 def evaluate_ground_truth(
-    split: str = "heldout_pairs", n: int = 120, seed: int = 0, classifier: Optional[ShapeClassifier] = None
+    split: str = "heldout_pairs", n: int = 120, seed: int = 0, classifier: Optional[ShapeClassifier] = None,
+    extra_classifiers: Optional[Mapping[str, ShapeClassifier]] = None,
 ) -> Dict[str, Any]:
-    """The classifier's category and colour accuracy on the ground-truth assets of a split."""
+    """The classifier's category and colour accuracy on the ground-truth assets of a split.
+    `extra_classifiers` as in `evaluate_text_to_3d`."""
     from shap_e.data import iter_dataset
 
     start = time.perf_counter()
     classifier = classifier or build_classifier()
-    rows = [_judge(asset_mesh(a), a.category, a.colours[0], classifier) for a in iter_dataset(split, n, seed)]
+    rows = [_judge(asset_mesh(a), a.category, a.colours[0], classifier, extra_classifiers)
+            for a in iter_dataset(split, n, seed)]
     settings = dict(split=split, n=n, seed=seed, resolution=classifier.resolution, n_references=len(classifier.labels))
-    return _result("ground_truth", rows, ("category_correct", "colour_correct"), settings, start)
+    keys = ("category_correct", "colour_correct") + _extra_keys(extra_classifiers)
+    return _result("ground_truth", rows, keys, settings, start)
 
 
 def evaluate_reconstruction(
@@ -121,6 +146,7 @@ def evaluate_reconstruction(
     device: Union[str, torch.device, None] = None,
     progress: bool = False,
     classifier: Optional[ShapeClassifier] = None,
+    extra_classifiers: Optional[Mapping[str, ShapeClassifier]] = None,
     refine_steps: int = 0,
     vertex_placement: str = "reference",
 ) -> Dict[str, Any]:
@@ -131,6 +157,7 @@ def evaluate_reconstruction(
     accuracy a prior decoding through this transmitter can score.
 
     refine_steps: `shap_e.encode`'s latent refinement against the asset (0: the encoder alone).
+    extra_classifiers: as in `evaluate_text_to_3d`.
     vertex_placement: of the decoded meshes (`decode_latent_mesh`); "reference" shrinks them by
     (G - 1) / (G + 1), which alone caps the IoU at about 0.91 for G = 64."""
     from shap_e.encoding import round_trip
@@ -151,13 +178,13 @@ def evaluate_reconstruction(
             row = dict(index=i, category=asset.category, colour=asset.colours[0], proportion=asset.proportion,
                        iou=round(volumetric_iou(mesh, ref, resolution), 4), colour_correct=name == asset.colours[0],
                        pred_category=predicted, category_correct=predicted == asset.category,
-                       n_faces=int(mesh.faces.shape[0]))
+                       n_faces=int(mesh.faces.shape[0]), **_extra_categories(mesh, asset.category, extra_classifiers))
             row.update({k: None if v is None else round(v, 5)
                         for k, v in chamfer_and_color(mesh, ref, n_samples, seed + i).items()})
             rows.append(row)
     settings = dict(n=len(rows), grid_size=grid_size, resolution=resolution, n_samples=n_samples, seed=seed,
                     refine_steps=refine_steps, vertex_placement=vertex_placement)
-    keys = ("iou", "chamfer", "color_error", "colour_correct", "category_correct")
+    keys = ("iou", "chamfer", "color_error", "colour_correct", "category_correct") + _extra_keys(extra_classifiers)
     return _result("reconstruction", rows, keys, settings, start)
 
 
@@ -207,6 +234,7 @@ def evaluate_text_to_3d(
     prompts_with_labels: Sequence[LabelledPrompt],
     *,
     classifier: Optional[ShapeClassifier] = None,
+    extra_classifiers: Optional[Mapping[str, ShapeClassifier]] = None,
     diffusion=None,
     guidance_scale: float = 15.0,
     steps: int = 64,
@@ -220,7 +248,12 @@ def evaluate_text_to_3d(
 ) -> Dict[str, Any]:
     """Generate one mesh per labelled prompt (sample i uses seed + i) and judge its category and
     colour with `classifier` (default: `build_classifier()`). Prompts may also be
-    `(prompt, category, colour)` tuples. `vertex_placement` as in `evaluate_reconstruction`."""
+    `(prompt, category, colour)` tuples. `vertex_placement` as in `evaluate_reconstruction`.
+
+    extra_classifiers: more judges of the same meshes, by name (e.g. `{"decoded": ...}` for
+        references decoded by a transmitter); each adds `pred_category_<name>` and
+        `category_correct_<name>` to the rows and `category_correct_<name>` to the summary, so that
+        one set of samples is scored against several sets of references."""
     start = time.perf_counter()
     prompts_with_labels = [p if isinstance(p, LabelledPrompt) else LabelledPrompt(*p) for p in prompts_with_labels]
     options = _options(
@@ -228,11 +261,12 @@ def evaluate_text_to_3d(
     )
     classifier = classifier or build_classifier()
     meshes = _sample_meshes(prior, xm, [{"texts": [p.prompt]} for p in prompts_with_labels], options, progress)
-    rows = [dict(prompt=p.prompt, seed=seed + i, **_judge(m, p.category, p.colour, classifier),
+    rows = [dict(prompt=p.prompt, seed=seed + i, **_judge(m, p.category, p.colour, classifier, extra_classifiers),
                  **_heldout_words(p)) for i, (p, m) in enumerate(zip(prompts_with_labels, meshes))]
     settings = {k: v for k, v in options.items() if k not in ("diffusion", "device")}
     settings.update(n=len(rows), classifier_resolution=classifier.resolution)
-    result = _result("text_to_3d", rows, ("category_correct", "colour_correct", "category_score"), settings, start)
+    keys = ("category_correct", "colour_correct", "category_score") + _extra_keys(extra_classifiers)
+    result = _result("text_to_3d", rows, keys, settings, start)
     result["summary"].update(_by_heldout_word(rows))
     return result
 
@@ -286,6 +320,7 @@ def evaluate_image_to_3d(
     *,
     image_fn: Callable[[Any], Any] = picture,
     classifier: Optional[ShapeClassifier] = None,
+    extra_classifiers: Optional[Mapping[str, ShapeClassifier]] = None,
     diffusion=None,
     guidance_scale: float = 3.0,
     steps: int = 64,
@@ -301,8 +336,9 @@ def evaluate_image_to_3d(
 ) -> Dict[str, Any]:
     """Generate one mesh from `image_fn(asset)` (default `picture`) per asset and compare it with the
     pictured asset: IoU on a `resolution`^3 grid in the world frame, category and colour.
-    `vertex_placement` as in `evaluate_reconstruction`; `init_strength` below 1 starts each sample
-    from the prior's regressed latent (`SplitVectorDiffusion.regress_latent`) at that SDEdit strength."""
+    `vertex_placement` as in `evaluate_reconstruction`, `extra_classifiers` as in `evaluate_text_to_3d`;
+    `init_strength` below 1 starts each sample from the prior's regressed latent
+    (`SplitVectorDiffusion.regress_latent`) at that SDEdit strength."""
     from shap_e.diffusion.sample import check_strength
 
     start = time.perf_counter()
@@ -317,11 +353,12 @@ def evaluate_image_to_3d(
     for i, (asset, mesh) in enumerate(zip(assets, meshes)):
         mesh = to_eval_mesh(mesh)
         row = dict(index=i, seed=seed + i, iou=round(volumetric_iou(mesh, asset_mesh(asset), resolution), 4))
-        row.update(_judge(mesh, asset.category, asset.colours[0], classifier))
+        row.update(_judge(mesh, asset.category, asset.colours[0], classifier, extra_classifiers))
         rows.append(row)
     settings = {k: v for k, v in options.items() if k not in ("diffusion", "device")}
     settings.update(n=len(rows), resolution=resolution)
-    return _result("image_to_3d", rows, ("iou", "category_correct", "colour_correct"), settings, start)
+    keys = ("iou", "category_correct", "colour_correct") + _extra_keys(extra_classifiers)
+    return _result("image_to_3d", rows, keys, settings, start)
 
 
 def markdown_report(result: Dict[str, Any], title: Optional[str] = None) -> str:

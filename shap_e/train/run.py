@@ -4,7 +4,9 @@ Transmitter config keys: `model` (a Transmitter config dict or registry name), `
 mesh files), `cache_dir` (encoder batches), `assets_per_step`, `n_sdf`, `n_color`, `n_rays`
 (supervision samples per asset and step), `loss_weights` (`sdf`, `color`, `nerf`), `data_workers`
 (processes that prepare the assets before training, default 1; the records are the same for any
-number), `init`, `train`.
+number), `init`, `freeze_decoder` (optional, default false: train the encoder alone, keeping the
+latent -> field map fixed, so that priors trained on the initial weights' latents decode as before;
+see `freeze_decoder`), `train`.
 
 Diffusion config keys: `model` (a model config dict or YAML file, or a registry name such as
 `text300M` to build its architecture), `diffusion` (a diffusion config dict, YAML file or registry
@@ -42,7 +44,7 @@ DIFFUSION_KEYS = {
 }
 TRANSMITTER_KEYS = {
     "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
-    "point_candidates", "data_workers", "init", "train",
+    "point_candidates", "data_workers", "init", "freeze_decoder", "train",
 }
 TARGET_KEYS = {"n_near", "n_uniform", "n_color", "sigma", "n_surface"}
 
@@ -207,6 +209,7 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
     """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights."""
     from shap_e.train.transmitter_training import (
         LossWeights,
+        freeze_decoder,
         load_asset_records,
         mesh_files,
         transmitter_batch_fn,
@@ -227,6 +230,11 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
     model = build_model(config["model"], config.get("init"), device)
     if not hasattr(model, "encoder"):
         raise ValueError("stage 'transmitter' needs a Transmitter model config (name: Transmitter)")
+    if config.get("freeze_decoder", False):
+        if config.get("init") is None:
+            raise ValueError("freeze_decoder: true needs `init` (the weights whose decoder is kept); a random "
+                             "decoder would stay random")
+        freeze_decoder(model)
     records, skipped = load_asset_records(
         mesh_files(config["data"]), model.encoder, config.get("cache_dir"), train_config.seed, train_config.progress,
         random_sample_count=int(config.get("point_candidates", 2**19)), target_options=target_options,

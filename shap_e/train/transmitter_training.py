@@ -187,6 +187,20 @@ def transmitter_batch_fn(
     return batch_fn
 
 
+def freeze_decoder(model: nn.Module) -> List[str]:
+    """Stop training a Transmitter's latent -> field map: the params projection (`encoder.params_proj`)
+    and the renderer. Only the encoder proper learns, so a latent keeps decoding to the same field and
+    priors trained on earlier latents stay valid. Returns the names of the frozen parameters."""
+    frozen = []
+    for name, param in model.named_parameters():
+        if name.startswith(("encoder.params_proj.", "renderer.")):
+            param.requires_grad_(False)
+            frozen.append(name)
+    if not frozen:
+        raise ValueError("freeze_decoder needs a Transmitter (parameters under encoder.params_proj and renderer)")
+    return frozen
+
+
 def sdf_color_losses(
     sdf: torch.Tensor, sdf_target: torch.Tensor, color: torch.Tensor, color_target: torch.Tensor, sdf_band: float = 0.0
 ) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -78,6 +78,25 @@ def test_eval_classifier_with_decoded_references_uses_the_decoder(tmp_path, tiny
         args.run(args)
 
 
+def test_eval_with_both_references_judges_each_mesh_twice(tmp_path, tiny_transmitter, monkeypatch):
+    from shap_e.eval import classify
+
+    built = []  # each reference reconstruction request (the reconstruction itself is tested in test_classify)
+    monkeypatch.setattr(classify, "_reconstruct", lambda *a: built.append(a[1:4]) or classify.to_eval_mesh(a[0]))
+    out = tmp_path / "both.json"
+    args = parse(["eval", "reconstruction", "--model", tiny_transmitter, "-n", "2", "--grid-size", "16",
+                  "--resolution", "16", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "-o", str(out),
+                  "--references", "both"])
+    args.run(args)
+    result = json.loads(out.read_text())
+    assert result["settings"]["references"] == "both" and len(built) == 120  # decoded references built once
+    assert {"category_correct", "category_correct_decoded"} <= set(result["summary"])
+    assert all("pred_category" in row and "pred_category_decoded" in row for row in result["rows"])
+    args = parse(["eval", "classifier", "-n", "2", "--references", "both"])
+    with pytest.raises(CliError, match="--references both needs --decoder"):
+        args.run(args)
+
+
 def test_eval_classifier_scores_ground_truth(tmp_path):
     out = tmp_path / "gt.json"
     args = parse(["eval", "classifier", "-n", "6", "-o", str(out)])

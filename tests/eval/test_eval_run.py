@@ -111,6 +111,35 @@ def test_text_to_3d_splits_accuracy_by_heldout_synonyms(transmitter, small_class
     assert pairs_only["summary"]["colour_correct_heldout_word"] is None
 
 
+def test_extra_classifiers_judge_the_same_meshes(transmitter, small_classifier):
+    prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "text")
+    cubes_only = build_classifier(per_proportion=1, resolution=16, categories=["cube"])
+    extra = {"same": small_classifier, "cubes": cubes_only}
+    prompts = heldout_prompts("heldout_pairs", 3, seed=0)
+    result = evaluate_text_to_3d(prior, transmitter, prompts, classifier=small_classifier, extra_classifiers=extra,
+                                 **SAMPLING)
+    plain = evaluate_text_to_3d(prior, transmitter, prompts, classifier=small_classifier, **SAMPLING)
+    for row, plain_row in zip(result["rows"], plain["rows"]):
+        assert {k: v for k, v in row.items() if not k.endswith(("_same", "_cubes"))} == plain_row
+        assert (row["pred_category_same"], row["category_correct_same"]) == (row["pred_category"],
+                                                                              row["category_correct"])
+        assert row["pred_category_cubes"] in ("cube", None)
+        assert row["category_correct_cubes"] == (row["category"] == "cube" and row["n_faces"] > 0)
+    summary = result["summary"]
+    assert summary["category_correct_same"] == summary["category_correct"]
+    assert summary["category_correct_cubes"] == round(np.mean([r["category_correct_cubes"] for r in result["rows"]]), 4)
+    # On the ground truth a judge that knows only cubes is right exactly on the cubes.
+    assets = list(iter_dataset("heldout_pairs", 12, seed=4))
+    truth = evaluate_ground_truth("heldout_pairs", 12, seed=4, classifier=small_classifier,
+                                  extra_classifiers={"cubes": cubes_only})
+    assert truth["summary"]["category_correct_cubes"] == round(np.mean([a.category == "cube" for a in assets]), 4)
+    recon = evaluate_reconstruction(transmitter, assets[:1], grid_size=16, resolution=16, n_samples=200,
+                                    classifier=small_classifier, extra_classifiers={"same": small_classifier})
+    row = recon["rows"][0]
+    assert (row["pred_category_same"], row["category_correct_same"]) == (row["pred_category"], row["category_correct"])
+    assert recon["summary"]["category_correct_same"] == recon["summary"]["category_correct"]
+
+
 def test_image_to_3d_conditions_on_a_picture_of_each_asset(transmitter, small_classifier):
     assets = list(iter_dataset("heldout_pairs", 2, seed=3))
     prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "image_grid")

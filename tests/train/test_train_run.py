@@ -127,6 +127,33 @@ def test_train_transmitter_command_on_a_folder_of_meshes(tmp_path, golden):
     model_from_config(golden("e")["config"]).load_state_dict(state, strict=True)
 
 
+@pytest.mark.slow
+def test_freeze_decoder_trains_the_encoder_alone(tmp_path, golden):
+    from shap_e.data import write_dataset
+    from shap_e.train.run import train_transmitter
+
+    write_dataset(tmp_path / "assets", n=2, seed=0)
+    init = {k: v.contiguous() for k, v in golden("e")["state_dict"].items()}
+    save_file(init, str(tmp_path / "init.safetensors"))
+    config = {
+        "model": golden("e")["config"], "data": str(tmp_path / "assets"), "cache_dir": str(tmp_path / "cache"),
+        "init": str(tmp_path / "init.safetensors"), "freeze_decoder": True,
+        "assets_per_step": 1, "n_sdf": 128, "n_color": 64, "n_rays": 16,
+        "train": {"steps": 3, "lr": 1e-3, "out_dir": str(tmp_path / "run"), "progress": False},
+    }
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "transmitter", "--config", str(tmp_path / "t.yaml")]) == 0
+    state = load_file(str(tmp_path / "run" / "model.safetensors"))
+    decoder = [k for k in init if k.startswith(("encoder.params_proj.", "renderer."))]
+    assert decoder and all(torch.equal(state[k], init[k]) for k in decoder)
+    assert any(not torch.equal(state[k], init[k]) for k in init if k not in decoder)
+    # A decoder kept without initial weights would stay random: refused before any work.
+    del config["init"]
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ValueError, match="freeze_decoder: true needs `init`"):
+        train_transmitter(config)
+
+
 def test_normalize_latents_writes_the_standardising_diffusion_config(tmp_path):
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
 
