@@ -168,7 +168,7 @@ del _spec
 for _spec in (
     ModelSpec("diffusion-small", "diffusion_small_config.yaml",
               description="Gaussian diffusion of the small priors: cosine schedule, v prediction (config only)"),
-    ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="44027bf2d5865d525bfe958bd351205b4ca40c6bd58d793d3f439bac28240474",
+    ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="1681bbcee689b31e0997826ba8f615646372febbd14b672f2d32e0da5857ea66",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
     ModelSpec("text-small", "text_small_config.yaml", sha256="b12a77e9f4d916e889aa9505f0e0751212ad2b412be1e0c6d00458843df75f7a",

@@ -154,6 +154,23 @@ def test_freeze_decoder_trains_the_encoder_alone(tmp_path, golden):
         train_transmitter(config)
 
 
+def test_every_recipe_uses_only_keys_its_stage_accepts():
+    from pathlib import Path
+
+    from shap_e.models.configs import check_keys
+    from shap_e.train.loop import TrainConfig
+    from shap_e.train.run import DIFFUSION_KEYS, TRANSMITTER_KEYS, read_training_config
+
+    recipes = sorted(Path(__file__).resolve().parents[2].joinpath("recipes").glob("*.yaml"))
+    assert {p.name for p in recipes} >= {"transmitter-small.yaml", "transmitter-small-encoder.yaml",
+                                         "text-small.yaml", "image-small.yaml"}
+    for path in recipes:
+        config = read_training_config(path)
+        keys = TRANSMITTER_KEYS if path.name.startswith("transmitter") else DIFFUSION_KEYS
+        check_keys(config, keys, path.name)
+        TrainConfig(**config["train"])  # unknown or invalid optimisation settings raise here
+
+
 def test_normalize_latents_writes_the_standardising_diffusion_config(tmp_path):
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
 
