@@ -171,7 +171,7 @@ for _spec in (
     ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="1681bbcee689b31e0997826ba8f615646372febbd14b672f2d32e0da5857ea66",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
-    ModelSpec("text-small", "text_small_config.yaml", sha256="b12a77e9f4d916e889aa9505f0e0751212ad2b412be1e0c6d00458843df75f7a",
+    ModelSpec("text-small", "text_small_config.yaml", sha256="9c0624a251afae9c901014c97d8d15e293477f5a27deeb1c47088b70e7574e0c",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
     ModelSpec("image-small", "image_small_config.yaml", sha256="474979005c01cc7b654c161f5a496c6f5d70b055cf5da5aeffa04fa604035504",
