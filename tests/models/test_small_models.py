@@ -39,7 +39,7 @@ def test_transmitter_small_round_trip_keeps_shape_and_colour(xm, tmp_path):
 
 @pytest.mark.slow
 def test_text_small_follows_the_colour_of_its_prompt(xm):
-    """Measured: 96.2 % colour on held-out pairs, six draws pooled (model_cards/text-small.md); one seed per prompt here."""
+    """Measured: 97.2 % colour on held-out pairs, three draws pooled (model_cards/text-small.md); one seed per prompt here."""
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
     from shap_e.diffusion.sample import sample_latents
     from shap_e.models.download import load_config
