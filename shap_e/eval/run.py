@@ -88,10 +88,15 @@ def _extra_categories(
     one sampled mesh judged against several sets of references."""
     row: Dict[str, Any] = {}
     for name, classifier in (extra_classifiers or {}).items():
-        predicted = classifier.classify(mesh)[0] if not mesh.is_empty else None
+        predicted = _predicted_category(mesh, classifier)
         row[f"pred_category_{name}"] = predicted
         row[f"category_correct_{name}"] = predicted == category
     return row
+
+
+def _predicted_category(mesh: EvalMesh, classifier: ShapeClassifier) -> Optional[str]:
+    """The classifier's category of the mesh; None for an empty mesh."""
+    return classifier.classify(mesh)[0] if not mesh.is_empty else None
 
 
 def _extra_keys(extra_classifiers: Optional[Mapping[str, ShapeClassifier]]) -> Tuple[str, ...]:
@@ -174,7 +179,7 @@ def evaluate_reconstruction(
                                            device))
             ref = to_eval_mesh(load_asset(path))
             name, _ = dominant_color(mesh)
-            predicted = classifier.classify(mesh)[0] if not mesh.is_empty else None
+            predicted = _predicted_category(mesh, classifier)
             row = dict(index=i, category=asset.category, colour=asset.colours[0], proportion=asset.proportion,
                        iou=round(volumetric_iou(mesh, ref, resolution), 4), colour_correct=name == asset.colours[0],
                        pred_category=predicted, category_correct=predicted == asset.category,

@@ -187,18 +187,14 @@ def transmitter_batch_fn(
     return batch_fn
 
 
-def freeze_decoder(model: nn.Module) -> List[str]:
+def freeze_decoder(model: nn.Module) -> None:
     """Stop training a Transmitter's latent -> field map: the params projection (`encoder.params_proj`)
     and the renderer. Only the encoder proper learns, so a latent keeps decoding to the same field and
-    priors trained on earlier latents stay valid. Returns the names of the frozen parameters."""
-    frozen = []
-    for name, param in model.named_parameters():
-        if name.startswith(("encoder.params_proj.", "renderer.")):
-            param.requires_grad_(False)
-            frozen.append(name)
-    if not frozen:
-        raise ValueError("freeze_decoder needs a Transmitter (parameters under encoder.params_proj and renderer)")
-    return frozen
+    priors trained on earlier latents stay valid."""
+    if not hasattr(model, "renderer") or not hasattr(getattr(model, "encoder", None), "params_proj"):
+        raise ValueError("freeze_decoder needs a Transmitter (an encoder with a params_proj, and a renderer)")
+    model.encoder.params_proj.requires_grad_(False)
+    model.renderer.requires_grad_(False)
 
 
 def sdf_color_losses(
