@@ -174,7 +174,7 @@ for _spec in (
     ModelSpec("text-small", "text_small_config.yaml", sha256="9c0624a251afae9c901014c97d8d15e293477f5a27deeb1c47088b70e7574e0c",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="474979005c01cc7b654c161f5a496c6f5d70b055cf5da5aeffa04fa604035504",
+    ModelSpec("image-small", "image_small_config.yaml", sha256="67e8d3d52e854aa3eb5fb1b300b807e396aaa171b3d5035a6db881b1c40b169d",
               weights_file="image-small.safetensors", n_params=3_653_440, decoders=("transmitter-small",),
               guidance_scale=2.0, init_strength=0.2, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):
