@@ -168,10 +168,10 @@ del _spec
 for _spec in (
     ModelSpec("diffusion-small", "diffusion_small_config.yaml",
               description="Gaussian diffusion of the small priors: cosine schedule, v prediction (config only)"),
-    ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="1681bbcee689b31e0997826ba8f615646372febbd14b672f2d32e0da5857ea66",
+    ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="af5df5b2e287e6340b75c9998208dc067079798b7b546ab6a19a5df2e8e5157d",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
-    ModelSpec("text-small", "text_small_config.yaml", sha256="9c0624a251afae9c901014c97d8d15e293477f5a27deeb1c47088b70e7574e0c",
+    ModelSpec("text-small", "text_small_config.yaml", sha256="fb337adf7886cb39aec84da48681b4b303708734c5d5e6f6d32a5daa94a0b712",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
     ModelSpec("image-small", "image_small_config.yaml", sha256="67e8d3d52e854aa3eb5fb1b300b807e396aaa171b3d5035a6db881b1c40b169d",
