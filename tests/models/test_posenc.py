@@ -19,12 +19,14 @@ def test_nerf_posenc_uses_shifted_sine_not_cosine():
     assert torch.equal(enc[0, 3 + 45 + 14 * 3], torch.sin(xb[0, 14] + torch.pi / 2))
 
 
-def test_timestep_embedding_matches_golden_exactly(golden):
+def test_timestep_embedding_matches_golden(golden):
     misc = golden("g")["outputs"]["misc"]
     t = misc["timestep_input"]
-    assert torch.equal(timestep_embedding(t, 64), misc["timestep_embedding_dim64"])
-    assert torch.equal(timestep_embedding(t, 7), misc["timestep_embedding_dim7"])
+    # Bit for bit on the AMD machines the goldens came from. On Intel CPUs MKL's vectorised exp rounds
+    # some frequencies one ulp apart, and at t = 1,023 rad one ulp of the argument is 6e-5.
+    torch.testing.assert_close(timestep_embedding(t, 64), misc["timestep_embedding_dim64"], atol=1e-4, rtol=0)
+    torch.testing.assert_close(timestep_embedding(t, 7), misc["timestep_embedding_dim7"], atol=1e-4, rtol=0)
     fractional = torch.tensor([0.5, 865.1671])
     torch.testing.assert_close(
-        timestep_embedding(fractional, 64), misc["timestep_embedding_float_t_dim64"], atol=1e-6, rtol=0
+        timestep_embedding(fractional, 64), misc["timestep_embedding_float_t_dim64"], atol=1e-4, rtol=0
     )
