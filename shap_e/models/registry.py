@@ -174,7 +174,7 @@ for _spec in (
     ModelSpec("text-small", "text_small_config.yaml", sha256="fb337adf7886cb39aec84da48681b4b303708734c5d5e6f6d32a5daa94a0b712",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="67e8d3d52e854aa3eb5fb1b300b807e396aaa171b3d5035a6db881b1c40b169d",
+    ModelSpec("image-small", "image_small_config.yaml", sha256="ef291b0745a102cbac8ea95dd84c7a3cb2f6ee484b79aa67a7811d671a4d9167",
               weights_file="image-small.safetensors", n_params=3_653_440, decoders=("transmitter-small",),
               guidance_scale=2.0, init_strength=0.2, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):
