@@ -69,14 +69,12 @@ def save_screenshot(browser, path, tries: int = 3) -> bool:
     """
     from selenium.common.exceptions import TimeoutException
 
-    for attempt in range(tries):
+    for _ in range(tries - 1):
         try:
             return browser.save_screenshot(str(path))
         except TimeoutException:
-            if attempt == tries - 1:
-                raise
             time.sleep(5.0)
-    return False
+    return browser.save_screenshot(str(path))
 
 
 @pytest.fixture(scope="module")

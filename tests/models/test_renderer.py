@@ -66,6 +66,16 @@ def _nerf_atol(field: str) -> float:
     return {"channels": 2e-2, "raw_signed_distance": 5e-3}.get(field, 1e-4)
 
 
+def _assert_field_close(value: torch.Tensor, reference: torch.Tensor, field: str) -> None:
+    torch.testing.assert_close(value, reference, atol=_nerf_atol(field), rtol=0, msg=lambda m: f"{field}: {m}")
+
+
+def _assert_images_within_a_level(channels: torch.Tensor, images_uint8: torch.Tensor) -> None:
+    """Truncation to uint8 may flip a level where a value sits on an integer."""
+    images = channels.clamp(0, 255).to(torch.uint8).int()
+    assert (images - images_uint8.int()).abs().max() <= 1
+
+
 @pytest.mark.parametrize("name, query_batch_size", [("nerf_nodir", None), ("nerf_withdir", None), ("nerf_nodir", 1000)])
 def test_nerf_render_replaying_the_reference_queries_matches_golden(setup, name, query_batch_size):
     renderer, params, f = setup
@@ -84,11 +94,8 @@ def test_nerf_render_replaying_the_reference_queries_matches_golden(setup, name,
         if field == "intersected":
             assert torch.equal(value, ref[field])
         else:
-            torch.testing.assert_close(value, ref[field], atol=_nerf_atol(field), rtol=0,
-                                       msg=lambda m, field=field: f"{field}: {m}")
-    # Truncation to uint8 may flip a level where a value sits on an integer.
-    images = out.channels.clamp(0, 255).to(torch.uint8).int()
-    assert (images - ref["images_uint8"].int()).abs().max() <= 1
+            _assert_field_close(value, ref[field], field)
+    _assert_images_within_a_level(out.channels, ref["images_uint8"])
 
 
 @pytest.mark.parametrize("name", ["nerf_nodir", "nerf_withdir"])
@@ -105,15 +112,11 @@ def test_nerf_render_with_fewer_queries_matches_golden_within_float_noise(setup,
     for field in NERF_FIELDS:
         if field in ("raw_signed_distance", "raw_density"):
             # Rays that miss the box are not queried: their raw outputs read 0.
-            torch.testing.assert_close(getattr(out, field)[hit], ref[field][hit], atol=_nerf_atol(field), rtol=0,
-                                       msg=lambda m, field=field: f"{field}: {m}")
+            _assert_field_close(getattr(out, field)[hit], ref[field][hit], field)
             assert (getattr(out, field)[~hit] == 0).all()
         elif field != "intersected":
-            torch.testing.assert_close(getattr(out, field), ref[field], atol=_nerf_atol(field), rtol=0,
-                                       msg=lambda m, field=field: f"{field}: {m}")
-    # Truncation to uint8 may flip a level where a value sits on an integer.
-    images = out.channels.clamp(0, 255).to(torch.uint8).int()
-    assert (images - ref["images_uint8"].int()).abs().max() <= 1
+            _assert_field_close(getattr(out, field), ref[field], field)
+    _assert_images_within_a_level(out.channels, ref["images_uint8"])
 
 
 def test_nerf_accepts_a_ray_batch_size_that_does_not_divide_the_pixel_count(setup):
