@@ -6,6 +6,9 @@ from typing import Any, Dict, List, Optional
 from shap_e.util.atomic import write_atomic
 
 
+PEAK_KEY = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
 def add_efficiency(results: List[Dict[str, Any]]) -> None:
     """Add seconds per model evaluation (samplers), achieved GFLOP/s and the fraction of the matmul
     peak of the same dtype and thread count (transformer rows): the peak measured inside the stage's
@@ -24,7 +27,8 @@ def add_efficiency(results: List[Dict[str, Any]]) -> None:
         r["gflops"] = flops / r["median_s"] / 1e9
         peak = (r.get("metrics") or {}).get("local_peak_gflops")
         if not peak:
-            peak = peaks.get(r["threads"], {}).get("bf16" if r["info"].get("dtype") == "bfloat16" else "fp32")
+            dtype = r["info"].get("dtype")
+            peak = peaks.get(r["threads"], {}).get(PEAK_KEY.get(dtype, "fp32"))
         r["fraction_of_peak"] = r["gflops"] / peak if peak else None
 
 
@@ -69,7 +73,7 @@ def markdown(doc: Dict[str, Any]) -> str:
         "of a fresh process per stage: *run* = peak during the timed runs only (mark reset after "
         "setup), *stage* = whole process incl. torch import and model build. GFLOP/s uses the "
         "analytic count in `bench/flops.py` (else torch's FLOP counter); % peak compares with the "
-        "2048³ matmul peak of the same dtype and threads, measured in the stage's process right "
+        "matmul peak of the same dtype and threads (2048³ on a CPU, 8192³ on a GPU), measured in the stage's process right "
         "after its runs.",
         "",
         "| stage | threads | dtype | n/w | median s | min s | CPU s | run peak RSS MB | stage peak RSS MB "

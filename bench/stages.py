@@ -4,6 +4,7 @@ Every stage builds its models from the release configs with seeded random weight
 `Context.tiny` swaps in toy-sized configs so that the harness itself can be tested in seconds;
 tiny numbers mean nothing. A stage whose code has not landed raises `StageUnavailable`.
 """
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -13,6 +14,7 @@ import torch
 from bench.flops import text_model_flops
 from bench.measure import MATMUL_SIZE, matmul_gflops
 
+CUDA_MATMUL_SIZE = 8192
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "shap_e" / "configs"
 GUIDANCE_SCALE = 15.0
 TINY_TEXT = {
@@ -111,20 +113,43 @@ def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     return torch.einsum("bhqk,bhkd->bhqd", weights, v).transpose(1, 2).reshape(batch, n_q, heads * d)
 
 
+def flash_attention_runs(fn: Callable[[], Any]) -> bool:
+    """Whether `fn` runs with scaled_dot_product_attention restricted to the flash kernel (CUDA)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    try:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            fn()
+    except RuntimeError:  # "No available kernel": flash cannot serve these inputs
+        return False
+    return True
+
+
+def _autocast_dtype(dtype_name: str, device: torch.device) -> torch.dtype:
+    if dtype_name == "fp32":
+        return torch.float32
+    if dtype_name == "bf16":
+        return bf16_dtype_for(device)
+    if device.type != "cuda":
+        raise StageUnavailable("fp16 runs on CUDA only (no fp16 on CPU: bf16 is the CPU's half type)")
+    return torch.float16
+
+
 def text_forward(dtype_name: str, eager: bool = False) -> Callable[[Context], Prepared]:
-    """One forward of text300M at batch 2 (one guided step) in fp32 or under bf16 autocast.
+    """One forward of text300M at batch 2 (one guided step) in fp32, or under bf16 / fp16 autocast.
 
     `eager=True` swaps the fused `scaled_dot_product_attention` for the reference's plain
     attention: the "plain fp32 eager implementation" that the optimised paths are compared with.
+    On CUDA the half-precision rows also report whether the flash attention kernel serves them.
     """
 
     def setup(ctx: Context) -> Prepared:
+        dtype = _autocast_dtype(dtype_name, ctx.device)
         if eager:
             import shap_e.models.transformer as transformer
 
             transformer.attention = eager_attention  # this stage runs in its own process
         config, model, inputs = _text_setup(ctx)
-        dtype = torch.float32 if dtype_name == "fp32" else bf16_dtype_for(ctx.device)
         info = {"dtype": str(dtype).replace("torch.", ""), "batch": 2,
                 "flops": text_model_flops(config, batch=2)["total"]}
         reference = _forward(model, inputs, ctx.device, torch.float32) if dtype != torch.float32 else None
@@ -138,6 +163,9 @@ def text_forward(dtype_name: str, eager: bool = False) -> Callable[[Context], Pr
                 cos = torch.nn.functional.cosine_similarity(out.flatten(), reference.flatten(), dim=0)
                 metrics.update(rel_err_vs_fp32=float(rel), cosine_vs_fp32=float(cos),
                                finite=bool(torch.isfinite(out).all()))
+                if ctx.device.type == "cuda" and not eager:
+                    metrics["flash_attention"] = flash_attention_runs(
+                        lambda: _forward(model, inputs, ctx.device, dtype))
             return metrics
 
         return Prepared(lambda: _forward(model, inputs, ctx.device, dtype), info, after)
@@ -187,14 +215,33 @@ def sample(sampler: str, fast: bool) -> Callable[[Context], Prepared]:
 
         def after(out: torch.Tensor) -> Dict[str, Any]:
             # rows per evaluation = 2 when guidance runs as one batched call (cond + uncond)
-            return {"model_evals": counted.calls, "rows_per_eval": sorted(counted.rows),
-                    "finite": bool(torch.isfinite(out).all())}
+            metrics = {"model_evals": counted.calls, "rows_per_eval": sorted(counted.rows),
+                       "finite": bool(torch.isfinite(out).all())}
+            if ctx.device.type == "cuda":  # counted in one more run, after the timed ones
+                metrics["cuda_syncs_per_sample"] = count_cuda_syncs(run)
+            return metrics
 
         info = {"dtype": str(dtype).replace("torch.", ""), "sampler": sampler, "steps": steps,
                 "guidance_scale": GUIDANCE_SCALE}
         return Prepared(run, info, after)
 
     return setup
+
+
+def count_cuda_syncs(fn: Callable[[], Any]) -> int:
+    """How many synchronising CUDA operations `fn` performs (`torch.cuda.set_sync_debug_mode`).
+
+    Each host read of device data (`.item()`, `bool(tensor)`, a copy to the CPU, a data-dependent
+    shape) is one; a sampler with none keeps the GPU's queue full between steps.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
 
 
 def _asset_file(directory: str) -> str:
@@ -326,26 +373,34 @@ def small_models(ctx: Context) -> Prepared:
 
 
 def _peak_size(ctx: Context) -> int:
-    return 256 if ctx.tiny else MATMUL_SIZE
+    """2048³ on a CPU; 8192³ on a GPU, where a 2048³ product (17 GFLOP) is over in tens of
+    microseconds and would time the launch rather than the arithmetic."""
+    if ctx.tiny:
+        return 256
+    return CUDA_MATMUL_SIZE if ctx.device.type == "cuda" else MATMUL_SIZE
 
 
 def matmul_peak(ctx: Context) -> Prepared:
-    """Best GFLOP/s of a 2048^3 matmul in fp32 and bf16: the ceiling the transformer is judged against."""
+    """Best GFLOP/s of a large matmul in fp32 and bf16 (and fp16 on CUDA): the ceiling the
+    transformer is judged against."""
     size = _peak_size(ctx)
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    if ctx.device.type == "cuda":
+        dtypes["fp16"] = torch.float16
 
     def run() -> Dict[str, float]:
-        return {"fp32": matmul_gflops(torch.float32, ctx.device, size=size),
-                "bf16": matmul_gflops(torch.bfloat16, ctx.device, size=size)}
+        return {name: matmul_gflops(dtype, ctx.device, size=size) for name, dtype in dtypes.items()}
 
     return Prepared(run, {"size": size}, after=lambda peaks: {"peak_gflops": peaks})
 
 
 STAGES: List[Stage] = [
-    Stage("matmul_peak", "2048³ matmul, fp32 and bf16 (machine peak)", matmul_peak, True, 1, 0),
+    Stage("matmul_peak", "large matmul, fp32 and bf16 (+ fp16 on CUDA): machine peak", matmul_peak, True, 1, 0),
     Stage("text300M_fwd_fp32_eager", "text300M forward, batch 2, fp32, plain attention",
           text_forward("fp32", eager=True), True),
     Stage("text300M_fwd_fp32", "text300M forward, batch 2, fp32", text_forward("fp32"), True),
     Stage("text300M_fwd_bf16", "text300M forward, batch 2, bf16 autocast", text_forward("bf16"), True),
+    Stage("text300M_fwd_fp16", "text300M forward, batch 2, fp16 autocast (CUDA only)", text_forward("fp16"), True),
     Stage("sample_heun64", "sample_latents, Heun 64 steps, guided", sample("heun", False), False, 1, 0),
     Stage("sample_fast", "sample_latents, DPM-Solver++(2M) fast preset", sample("dpmpp_2m", True), False, 3, 0),
     Stage("asset_to_batch", "asset -> encoder batch (points + 20 views 256²)", asset_to_batch, True),

@@ -32,6 +32,8 @@ def encode(
     """Encode one asset (OBJ, PLY, STL, OFF, GLB/glTF) to a `[latent_ctx * d_latent]` latent in (-1, 1).
 
     :param transmitter: a loaded transmitter; default: `load_model("transmitter")` (official weights).
+    :param device: where the asset's batch is built and encoded; default: the transmitter's device
+        (the CPU when the official transmitter is loaded here).
     :param generator: the encoder's random draws (its point-convolution shuffles); default: global RNG.
     :param cache_dir: where to cache the point cloud and multiview renders of the asset.
     :param seed: seeds the surface sampling of the point cloud (and of the refinement targets).
@@ -42,7 +44,9 @@ def encode(
     """
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
-    device = resolve_device(device) or torch.device("cpu")
+    device = resolve_device(device)
+    if device is None:  # where the transmitter lives, else the CPU
+        device = next(transmitter.parameters()).device if transmitter is not None else torch.device("cpu")
     if not Path(path).is_file():
         raise FileNotFoundError(f"path={str(path)!r} does not exist or is not a file")
     _check_steps("refine_steps", refine_steps)

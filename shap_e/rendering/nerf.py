@@ -12,6 +12,7 @@ import torch
 
 from shap_e.models.nerstf import NeRSTFOutput
 from shap_e.rendering.volume import BoundingBox, RayRange, intersect_box
+from shap_e.util.rng import draw_device
 
 __all__ = [
     "FieldFn",
@@ -77,7 +78,7 @@ def stratified_samples(
     mids = 0.5 * (ts[..., 1:] + ts[..., :-1])
     upper = torch.cat([mids, ray_range.t1], dim=-1)
     lower = torch.cat([ray_range.t0, mids], dim=-1)
-    u = torch.rand(ts.shape, generator=generator, dtype=ts.dtype, device=ts.device)
+    u = torch.rand(ts.shape, generator=generator, dtype=ts.dtype, device=draw_device(generator, ts.device)).to(ts.device)
     return (lower + (upper - lower) * u).unsqueeze(-1)
 
 
@@ -132,9 +133,11 @@ def importance_samples(
     pmf = weights + alpha
     pmf = pmf / pmf.sum(dim=-2, keepdim=True)
     cdf = torch.cumsum(pmf.reshape(-1, n_coarse), dim=1)
-    u = torch.rand(cdf.shape[0], n_samples, generator=generator, dtype=cdf.dtype, device=cdf.device)
+    u = torch.rand(cdf.shape[0], n_samples, generator=generator, dtype=cdf.dtype,
+                   device=draw_device(generator, cdf.device)).to(cdf.device)
     index = torch.searchsorted(cdf, u).view(*shape, n_samples, 1).clamp(0, n_coarse - 1)
-    u_in = torch.rand(index.shape, generator=generator, dtype=ts.dtype, device=ts.device)
+    u_in = torch.rand(index.shape, generator=generator, dtype=ts.dtype,
+                      device=draw_device(generator, ts.device)).to(ts.device)
     lower, upper = torch.gather(lower, -2, index), torch.gather(upper, -2, index)
     return torch.sort(lower + (upper - lower) * u_in, dim=-2).values
 

@@ -8,11 +8,12 @@ from torch.utils.flop_counter import FlopCounterMode
 from bench import run as bench_run
 from bench.flops import text_model_flops
 from bench.measure import measure
-from bench.stages import TINY_TEXT
+from bench.report import add_efficiency
+from bench.stages import TINY_TEXT, Context, _peak_size
 from shap_e.diffusion.presets import FAST_STEPS
 
 # One subprocess per stage (~2 s each for the torch import): keep the list short.
-SMOKE_STAGES = "text300M_fwd_bf16,sample_fast,asset_to_batch,small_text_to_glb"
+SMOKE_STAGES = "text300M_fwd_bf16,text300M_fwd_fp16,sample_fast,asset_to_batch,small_text_to_glb"
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +27,8 @@ def smoke_report(tmp_path_factory):
 def test_json_report_has_one_row_per_stage_with_timings(smoke_report):
     doc, _ = smoke_report
     rows = {r["stage"]: r for r in doc["results"]}
-    assert list(rows) == ["matmul_peak", "text300M_fwd_bf16", "sample_fast", "asset_to_batch",
-                          "small_text_to_glb"]
+    assert list(rows) == ["matmul_peak", "text300M_fwd_bf16", "text300M_fwd_fp16", "sample_fast",
+                          "asset_to_batch", "small_text_to_glb"]
     for name in ("matmul_peak", "text300M_fwd_bf16", "sample_fast", "asset_to_batch", "small_text_to_glb"):
         row = rows[name]
         assert row["status"] == "ok", row
@@ -104,3 +105,25 @@ def test_analytic_flops_match_torch_flop_counter_on_the_linears():
     # The counter has no formula for the CPU fused attention kernel on some torch builds.
     assert counter.get_total_flops() in (flops["linear"], flops["total"])
     assert flops["attention"] > 0
+
+
+def test_fp16_stage_is_reported_unavailable_off_cuda(smoke_report):
+    doc, md = smoke_report
+    row = {r["stage"]: r for r in doc["results"]}["text300M_fwd_fp16"]
+    assert row["status"] == "not available" and "CUDA" in row["reason"]
+    assert "| text300M_fwd_fp16 |" in md
+
+
+def test_gpu_matmul_peak_uses_a_product_large_enough_to_time():
+    assert _peak_size(Context(device=torch.device("cpu"))) == 2048
+    assert _peak_size(Context(device=torch.device("cuda"))) == 8192  # a device object; nothing runs
+    assert _peak_size(Context(device=torch.device("cuda"), tiny=True)) == 256
+
+
+def test_half_precision_rows_are_judged_against_the_peak_of_their_own_dtype():
+    peak = {"stage": "matmul_peak", "threads": 8, "status": "ok",
+            "metrics": {"peak_gflops": {"fp32": 50.0, "bf16": 800.0, "fp16": 400.0}}}
+    rows = [dict(stage=name, threads=8, status="ok", median_s=1.0, info={"dtype": dtype, "flops": 100e9})
+            for name, dtype in (("a", "float32"), ("b", "bfloat16"), ("c", "float16"))]
+    add_efficiency([peak, *rows])
+    assert [r["fraction_of_peak"] for r in rows] == [2.0, 0.125, 0.25]

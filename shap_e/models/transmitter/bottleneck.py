@@ -5,6 +5,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from shap_e.util.rng import draw_device
+
 
 class ClampDiffusionNoiseBottleneck(nn.Module):
     """`tanh(x)`; in training, with probability `diffusion_prob`, noised as `q_sample` at a random t.
@@ -33,10 +35,11 @@ class ClampDiffusionNoiseBottleneck(nn.Module):
             return x
         batch = x.shape[0]
         timesteps = len(self.sqrt_alphas_cumprod)
-        t = torch.randint(0, timesteps, (batch,), generator=generator, device=x.device)
-        use_noise = torch.rand(batch, generator=generator, device=x.device) < self.diffusion_prob
+        on = draw_device(generator, x.device)
+        t = torch.randint(0, timesteps, (batch,), generator=generator, device=on).to(x.device)
+        use_noise = torch.rand(batch, generator=generator, device=on).to(x.device) < self.diffusion_prob
         t = torch.where(use_noise, t, torch.zeros_like(t))
-        noise = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+        noise = torch.randn(x.shape, generator=generator, device=on, dtype=x.dtype).to(x.device)
         shape = (batch,) + (1,) * (x.dim() - 1)
         a = self.sqrt_alphas_cumprod[t].view(shape)
         s = self.sqrt_one_minus_alphas_cumprod[t].view(shape)

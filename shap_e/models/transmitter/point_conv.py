@@ -10,6 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from shap_e.util.rng import draw_device
+
 
 def square_distance(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     """`[batch, n, 3]`, `[batch, m, 3]` -> `[batch, n, m]` as `|a|^2 + |b|^2 - 2 a.b` (reference rounding)."""
@@ -87,7 +89,8 @@ class PointSetEmbedding(nn.Module):
         h = grouped.permute(0, 3, 2, 1)  # [batch, channels, n_sample, n_point]
         for conv in self.mlp_convs:
             batch, channels, samples, _ = h.shape
-            noise = torch.rand(batch, channels, samples, 1, generator=generator, device=h.device)
+            noise = torch.rand(batch, channels, samples, 1, generator=generator,
+                               device=draw_device(generator, h.device)).to(h.device)
             perm = torch.argsort(noise, dim=2)
             h = torch.gather(h, 2, perm.expand_as(h))
             h = F.silu(conv(h))
