@@ -7,9 +7,10 @@ Usage: `python -m bench.decode [--latent noise|structured] [--threads 1] [--repe
 - "structured": a latent fitted (Adam, `FIT_STEPS` steps of 2048 points, ~2 min on one core) so
   that the SDF head approximates a sphere of radius 0.5: a smooth shape like a trained model's.
   It is cached in `bench/results/structured_sphere_seed<seed>.pt`.
-Stages: `decode_latent_mesh` at grid 128 (fast, exact, fast+bf16) and 256 (fast); NeRF 4 pan views
+Stages: `decode_latent_mesh` at grid 128 (fast, exact, fast+bf16) and 256 (fast); `mesh128_plain`, the
+reference's algorithm written plainly (`plain_mesh`: the baseline for the exact mode); NeRF 4 pan views
 at 64x64 (default "auto" precision, float32, the reference's queries, and bf16); STF 20 pan views at
-128x128 (grid 128); `agree128`: fast vs exact vs bf16 meshes at grid 128 compared, and
+128x128 (grid 128); `agree128`: fast vs exact vs bf16 vs plain meshes at grid 128 compared, and
 `agree_nerf`: bf16 vs float32 NeRF images compared (one run each, not timed).
 Each timed stage reports the median (and min) wall time of `repeats` runs after `warmup` untimed
 runs, and the peak RSS of the timed runs (`VmHWM`, reset after building, so the model is
@@ -19,6 +20,7 @@ and latent).
 import argparse
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -49,7 +51,7 @@ VIEW_STAGES = {
     "nerf4x64_reference": ("nerf", 64, 4, True, None), "nerf4x64_bf16": ("nerf", 64, 4, False, torch.bfloat16),
     "stf20x128": ("stf", 128, 20, False, None),
 }
-STAGES = (*MESH_STAGES, *VIEW_STAGES, "agree128", "agree_nerf")
+STAGES = (*MESH_STAGES, "mesh128_plain", *VIEW_STAGES, "agree128", "agree_nerf")
 
 
 def build_decoder(grid_size: int, seed: int, device: torch.device):
@@ -91,6 +93,45 @@ def fit_sphere_latent(xm, latent: torch.Tensor, seed: int, steps: int = FIT_STEP
     return fitted.detach()[0]
 
 
+def plain_field(xm, params: Dict[str, torch.Tensor]):
+    """The NeRSTF field as SPEC §5.2 describes the reference computing it, written plainly (the
+    baseline of `mesh128_plain`, as `bench.stages.eager_attention` is for the transformer): all 12
+    raw outputs at every query, 51 zero direction features concatenated before layer 4, float32.
+    Returns a `shap_e.rendering.nerf.FieldFn` of the heads the mesh needs (sdf, color_stf)."""
+    from shap_e.models.nerstf import NeRSTFOutput
+
+    layers = xm.renderer.nerstf.mlp
+    weights = xm.renderer.mlp_params(params)
+    scales = 2.0 ** torch.arange(15, dtype=torch.float32, device=layers[-1].bias.device)
+
+    def field(position, direction, heads):
+        xb = (position[..., None, :] * scales[:, None]).flatten(-2)  # [batch, n, 15 * 3], index j * 3 + c
+        h = torch.cat([position, torch.sin(xb), torch.sin(xb + math.pi / 2)], dim=-1)
+        for i, layer in enumerate(layers):
+            if i == 4:
+                h = torch.cat([h, h.new_zeros(*h.shape[:-1], 51)], dim=-1)
+            weight = weights.get(f"mlp.{i}.weight", layer.weight.expand(h.shape[0], -1, -1))
+            h = h @ weight.transpose(1, 2) + layer.bias
+            if i < len(layers) - 1:
+                h = h * torch.sigmoid(h)
+        return NeRSTFOutput(sdf=torch.tanh(h[..., 0:1]), density_fine=torch.relu(h[..., 2:3]),
+                            color_stf=torch.sigmoid(h[..., 3:6]))
+
+    return field
+
+
+def plain_mesh(xm, params: Dict[str, torch.Tensor], grid_size: int, chunk: int = 4096):
+    """The reference's mesh algorithm (SPEC §5.6) on `plain_field`: every one of the G³ samples
+    queried, `chunk` points per call, then the package's marching cubes and vertex colours."""
+    from shap_e.rendering.stf import color_meshes, meshes_from_fields, query_sdf_grid
+
+    field = plain_field(xm, params)
+    box = xm.renderer.box.to(params["nerstf.mlp.0.weight"].device)
+    grid = query_sdf_grid(field, 1, grid_size, box, chunk, box.bbox_min.device)
+    meshes, _ = meshes_from_fields(grid.fields, box)
+    return color_meshes(field, meshes, chunk)[0]
+
+
 def load_latent(kind: str, grid_size: int, seed: int, device: torch.device):
     """The decoder and the `kind` latent ("noise" or "structured", fitted once and cached)."""
     xm, latent = build_decoder(grid_size, seed, device)
@@ -116,6 +157,15 @@ def pan_views(size: int, n_views: int, device: torch.device) -> ProjectiveCamera
 
 def stage_fn(name: str, kind: str, seed: int, device: torch.device) -> Callable[[], Dict[str, Any]]:
     """A zero-argument callable running one stage and returning its size facts."""
+    if name == "mesh128_plain":
+        xm, latent = load_latent(kind, 128, seed, device)
+
+        @torch.no_grad()
+        def run_plain() -> Dict[str, Any]:
+            mesh = plain_mesh(xm, xm.bottleneck_to_params(latent[None]), 128)
+            return {"verts": int(mesh.verts.shape[0]), "faces": int(mesh.faces.shape[0])}
+
+        return run_plain
     if name in MESH_STAGES:
         grid, mesh_mode, dtype = MESH_STAGES[name]
         xm, latent = load_latent(kind, grid, seed, device)
@@ -181,6 +231,7 @@ def agree(kind: str, seed: int, device: torch.device, grid: int = 128) -> Dict[s
                 "exact": ("exact", None), "fast": ("fast", None), "bf16": ("fast", torch.bfloat16)
             }.items()
         }
+        plain = plain_mesh(xm, params, grid)
     exact, fast, bf16 = meshes["exact"], meshes["fast"], meshes["bf16"]
     identical = torch.equal(exact.verts, fast.verts) and torch.equal(exact.faces, fast.faces) and all(
         torch.equal(exact.vertex_channels[c], fast.vertex_channels[c]) for c in "RGB"
@@ -191,6 +242,8 @@ def agree(kind: str, seed: int, device: torch.device, grid: int = 128) -> Dict[s
     colors = torch.stack([exact.vertex_channels[c] for c in "RGB"], -1)
     return {
         "stage": "agree128", "fast_identical_to_exact": identical, "faces_exact": int(exact.faces.shape[0]),
+        "plain_faces_equal_exact": torch.equal(plain.faces, exact.faces),
+        "plain_vertex_max_diff": float((plain.verts - exact.verts).abs().max()) if plain.verts.shape == exact.verts.shape else None,
         "faces_bf16": int(bf16.faces.shape[0]),
         "bf16_vertex_dist_max_steps": round(max(distances) / step, 4),
         "bf16_vertex_dist_mean_steps": round(sum(distances) / len(distances) / step, 5),

@@ -23,10 +23,12 @@ encoder, the weight of an auxiliary latent regression from the encoder's grid, s
 head, a mapping of `HeadRefitConfig` fields, `{}` for the defaults; after the last step the head is
 fitted afresh on the frozen encoder, see `shap_e.train.head_refit`) and `train` (the fields of
 `TrainConfig`).
+
+Either kind of file may name `extends: other.yaml` and give only what differs (`read_training_config`).
 """
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 import torch
 import yaml
@@ -49,14 +51,38 @@ TRANSMITTER_KEYS = {
 TARGET_KEYS = {"n_near", "n_uniform", "n_color", "sigma", "n_surface"}
 
 
-def read_training_config(path) -> Dict[str, Any]:
+def read_training_config(path, _seen: Tuple[Path, ...] = ()) -> Dict[str, Any]:
+    """The settings of a training config file.
+
+    A file may start from another: `extends: base.yaml` (a path relative to the file) takes every
+    setting of the base and then this file's, mappings merged key by key (`train: {lr: 1e-4}`
+    changes the learning rate and keeps the base's other `train` settings).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"training config {str(path)!r} does not exist")
+    if path.resolve() in _seen:
+        chain = " -> ".join(str(p) for p in (*_seen, path.resolve()))
+        raise ValueError(f"training configs extend each other in a cycle: {chain}")
     config = yaml.safe_load(path.read_text()) or {}
     if not isinstance(config, dict):
         raise ValueError(f"{path} must hold a mapping of training settings")
-    return config
+    base = config.pop("extends", None)
+    if base is None:
+        return config
+    if not isinstance(base, str):
+        raise ValueError(f"{path}: extends must be the path of one config file, got {base!r}")
+    return merge_settings(read_training_config(path.parent / base, (*_seen, path.resolve())), config)
+
+
+def merge_settings(base: Dict[str, Any], override: Dict[str, Any]) -> Dict[str, Any]:
+    """`base` updated with `override`; where both hold a mapping under a key, merged recursively."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            value = merge_settings(merged[key], value)
+        merged[key] = value
+    return merged
 
 
 def is_config_file(value) -> bool:

@@ -171,6 +171,49 @@ def test_every_recipe_uses_only_keys_its_stage_accepts():
         TrainConfig(**config["train"])  # unknown or invalid optimisation settings raise here
 
 
+def test_a_config_that_extends_another_keeps_the_base_settings_it_does_not_change(tmp_path):
+    from shap_e.train.run import read_training_config
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "a.yaml").write_text(yaml.safe_dump(
+        {"data": "d", "n_sdf": 8, "train": {"lr": 1e-3, "steps": 10, "seed": 0}}))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(
+        {"extends": "base/a.yaml", "n_sdf": 16, "train": {"lr": 5e-4}}))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"extends": "b.yaml", "train": {"seed": 3}}))
+    assert read_training_config(tmp_path / "c.yaml") == {
+        "data": "d", "n_sdf": 16, "train": {"lr": 5e-4, "steps": 10, "seed": 3}}
+
+
+def test_extends_naming_a_missing_file_or_forming_a_cycle_is_a_clear_error(tmp_path):
+    from shap_e.train.run import read_training_config
+
+    (tmp_path / "a.yaml").write_text("extends: nowhere.yaml\n")
+    with pytest.raises(FileNotFoundError, match="nowhere.yaml"):
+        read_training_config(tmp_path / "a.yaml")
+    (tmp_path / "b.yaml").write_text("extends: c.yaml\n")
+    (tmp_path / "c.yaml").write_text("extends: b.yaml\n")
+    with pytest.raises(ValueError, match="cycle"):
+        read_training_config(tmp_path / "b.yaml")
+    (tmp_path / "d.yaml").write_text("extends: [a.yaml, b.yaml]\n")
+    with pytest.raises(ValueError, match="extends must be the path of one config file"):
+        read_training_config(tmp_path / "d.yaml")
+
+
+def test_stage_1c_recipe_differs_from_stage_1b_only_in_start_learning_rate_seed_and_output():
+    from pathlib import Path
+
+    from shap_e.train.run import read_training_config
+
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    stage_1b = read_training_config(recipes / "transmitter-small-encoder.yaml")
+    stage_1c = read_training_config(recipes / "transmitter-small-encoder-2.yaml")
+    changed = {k for k in stage_1b if stage_1b[k] != stage_1c[k]}
+    assert stage_1b.keys() == stage_1c.keys() and changed == {"init", "train"}
+    assert stage_1c["init"] == "runs/small/transmitter_encoder/model.safetensors"
+    assert {k: v for k, v in stage_1c["train"].items() if stage_1b["train"][k] != v} == {
+        "lr": 2.5e-4, "seed": 3, "out_dir": "runs/small/transmitter_encoder_2"}
+
+
 def test_normalize_latents_writes_the_standardising_diffusion_config(tmp_path):
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
 
