@@ -243,7 +243,8 @@ def agree(kind: str, seed: int, device: torch.device, grid: int = 128) -> Dict[s
     return {
         "stage": "agree128", "fast_identical_to_exact": identical, "faces_exact": int(exact.faces.shape[0]),
         "plain_faces_equal_exact": torch.equal(plain.faces, exact.faces),
-        "plain_vertex_max_diff": float((plain.verts - exact.verts).abs().max()) if plain.verts.shape == exact.verts.shape else None,
+        "plain_vertex_max_diff": (float((plain.verts - exact.verts).abs().max())
+                                  if plain.verts.shape == exact.verts.shape else None),
         "faces_bf16": int(bf16.faces.shape[0]),
         "bf16_vertex_dist_max_steps": round(max(distances) / step, 4),
         "bf16_vertex_dist_mean_steps": round(sum(distances) / len(distances) / step, 5),

@@ -73,8 +73,8 @@ def markdown(doc: Dict[str, Any]) -> str:
         "of a fresh process per stage: *run* = peak during the timed runs only (mark reset after "
         "setup), *stage* = whole process incl. torch import and model build. GFLOP/s uses the "
         "analytic count in `bench/flops.py` (else torch's FLOP counter); % peak compares with the "
-        "matmul peak of the same dtype and threads (2048³ on a CPU, 8192³ on a GPU), measured in the stage's process right "
-        "after its runs.",
+        "matmul peak of the same dtype and threads (2048³ on a CPU, 8192³ on a GPU), measured in the "
+        "stage's process right after its runs.",
         "",
         "| stage | threads | dtype | n/w | median s | min s | CPU s | run peak RSS MB | stage peak RSS MB "
         "| CUDA peak MB | GFLOP/s | % peak | notes |",

@@ -78,7 +78,8 @@ def stratified_samples(
     mids = 0.5 * (ts[..., 1:] + ts[..., :-1])
     upper = torch.cat([mids, ray_range.t1], dim=-1)
     lower = torch.cat([ray_range.t0, mids], dim=-1)
-    u = torch.rand(ts.shape, generator=generator, dtype=ts.dtype, device=draw_device(generator, ts.device)).to(ts.device)
+    u = torch.rand(ts.shape, generator=generator, dtype=ts.dtype,
+                   device=draw_device(generator, ts.device)).to(ts.device)
     return (lower + (upper - lower) * u).unsqueeze(-1)
 
 
