@@ -124,7 +124,9 @@ def _create(path: str, device: torch.device, args: Dict, verbose: bool) -> Dict:
     timer("point cloud")
     data = {"points": points[None]}
     if args["mv_light_mode"] is not None:
-        renders = render_multiview(mesh.to(device), args["mv_num_views"], args["mv_image_size"], args["mv_alpha_removal"])
+        renders = render_multiview(
+            mesh.to(device), args["mv_num_views"], args["mv_image_size"], args["mv_alpha_removal"]
+        )
         timer("multiview renders")
         cam = renders.cameras
         data.update(
