@@ -10,7 +10,7 @@ PEAK_KEY = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def add_efficiency(results: List[Dict[str, Any]]) -> None:
-    """Add seconds per model evaluation (samplers), achieved GFLOP/s and the fraction of the matmul
+    """Add seconds per model evaluation and per sample (samplers), achieved GFLOP/s and the fraction of the matmul
     peak of the same dtype and thread count (transformer rows): the peak measured inside the stage's
     process right after its runs, else the `matmul_peak` stage's."""
     peaks = {
@@ -21,6 +21,7 @@ def add_efficiency(results: List[Dict[str, Any]]) -> None:
         evals = (r.get("metrics") or {}).get("model_evals")
         if r.get("status") == "ok" and evals:
             r["s_per_eval"] = r["median_s"] / evals
+            r["s_per_sample"] = r["median_s"] / (r.get("info") or {}).get("samples", 1)
         flops = (r.get("info") or {}).get("flops") or r.get("counted_flops")
         if r.get("status") != "ok" or not flops:
             continue
@@ -52,6 +53,8 @@ def _notes(r: Dict[str, Any]) -> str:
         parts.append(f"GFLOP counted by torch (no fused attention) {r['counted_flops'] / 1e9:.0f}: {top}")
     if r.get("s_per_eval"):
         parts.append(f"s/eval={r['s_per_eval']:.2f}")
+    if r.get("s_per_sample") and (r.get("info") or {}).get("samples", 1) > 1:
+        parts.append(f"s/sample={r['s_per_sample']:.3f}")
     return ", ".join(parts).replace("|", "/")
 
 

@@ -36,6 +36,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=None, help="timed runs per stage (default: the stage's)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up runs per stage (default: the stage's)")
     p.add_argument("--fast-steps", type=int, default=FAST_STEPS, help="steps of the DPM-Solver++(2M) preset")
+    p.add_argument("--samples", type=int, default=1,
+                   help="latents drawn at once by the sampler stages (rows per evaluation: 2 per sample)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="toy-sized models: tests the harness, numbers mean nothing")
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per stage before it is killed")
@@ -47,6 +49,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error(f"--threads must be comma-separated integers, got {args.threads!r}")
     if any(t < 1 for t in args.thread_counts):
         p.error("--threads values must be >= 1")
+    if args.samples < 1:
+        p.error(f"--samples must be >= 1, got {args.samples}")
     args.stage_list = select_stages(p, args)
     return args
 
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         for threads in args.thread_counts:
             request = {
                 "stage": stage.name, "threads": threads, "device": args.device, "tiny": args.tiny,
-                "seed": args.seed, "fast_steps": args.fast_steps,
+                "seed": args.seed, "fast_steps": args.fast_steps, "samples": args.samples,
                 "repeats": args.repeats or (1 if args.quick else stage.repeats),
                 "warmup": args.warmup if args.warmup is not None else (0 if args.quick else stage.warmup),
             }

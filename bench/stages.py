@@ -35,6 +35,7 @@ class Context:
     tiny: bool = False
     seed: int = 0
     fast_steps: int = 16
+    samples: int = 1  # latents the sampler stages draw at once
 
 
 @dataclass
@@ -191,7 +192,8 @@ class _CountingModel(torch.nn.Module):
 
 
 def sample(sampler: str, fast: bool) -> Callable[[Context], Prepared]:
-    """`sample_latents` end to end, one guided sample (batch 2 per evaluation), bf16 where supported."""
+    """`sample_latents` end to end, `ctx.samples` guided samples at once (2 rows each per evaluation),
+    bf16 where supported."""
 
     def setup(ctx: Context) -> Prepared:
         try:
@@ -208,13 +210,14 @@ def sample(sampler: str, fast: bool) -> Callable[[Context], Prepared]:
         def run() -> torch.Tensor:
             counted.calls, counted.rows = 0, set()
             return sample_latents(
-                1, counted, diffusion, {"embeddings": inputs["embeddings"][:1]}, GUIDANCE_SCALE,
+                ctx.samples, counted, diffusion, {"embeddings": inputs["embeddings"][:1].expand(ctx.samples, -1)},
+                GUIDANCE_SCALE,
                 True, False, True, steps, 1e-3, 160.0, 0.0, device=ctx.device, sampler=sampler,
                 generator=torch.Generator(device=ctx.device).manual_seed(ctx.seed), dtype=dtype,
             )
 
         def after(out: torch.Tensor) -> Dict[str, Any]:
-            # rows per evaluation = 2 when guidance runs as one batched call (cond + uncond)
+            # rows per evaluation = 2 per sample when guidance runs as one batched call (cond + uncond)
             metrics = {"model_evals": counted.calls, "rows_per_eval": sorted(counted.rows),
                        "finite": bool(torch.isfinite(out).all())}
             if ctx.device.type == "cuda":  # counted in one more run, after the timed ones
@@ -222,7 +225,7 @@ def sample(sampler: str, fast: bool) -> Callable[[Context], Prepared]:
             return metrics
 
         info = {"dtype": str(dtype).replace("torch.", ""), "sampler": sampler, "steps": steps,
-                "guidance_scale": GUIDANCE_SCALE}
+                "guidance_scale": GUIDANCE_SCALE, "samples": ctx.samples}
         return Prepared(run, info, after)
 
     return setup

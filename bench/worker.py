@@ -1,7 +1,7 @@
 """Run one stage in this (fresh) process and write its result as JSON.
 
 Usage (by `bench.run`, not by hand): `python -m bench.worker '<json request>' <result path>`.
-The request has `stage, threads, device, repeats, warmup, tiny, seed, fast_steps`.
+The request has `stage, threads, device, repeats, warmup, tiny, seed, fast_steps, samples`.
 """
 import json
 import os
@@ -21,7 +21,8 @@ def run_stage(request: Dict[str, Any]) -> Dict[str, Any]:
     torch.set_num_threads(request["threads"])
     device = torch.device(request["device"])
     stage = STAGE_BY_NAME[request["stage"]]
-    ctx = Context(device=device, tiny=request["tiny"], seed=request["seed"], fast_steps=request["fast_steps"])
+    ctx = Context(device=device, tiny=request["tiny"], seed=request["seed"], fast_steps=request["fast_steps"],
+                  samples=request.get("samples", 1))
     result: Dict[str, Any] = {"stage": stage.name, "description": stage.description,
                               "threads": request["threads"], "rss_baseline_mb": proc_status_mb("VmRSS")}
     try:

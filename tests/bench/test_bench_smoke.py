@@ -127,3 +127,27 @@ def test_half_precision_rows_are_judged_against_the_peak_of_their_own_dtype():
             for name, dtype in (("a", "float32"), ("b", "bfloat16"), ("c", "float16"))]
     add_efficiency([peak, *rows])
     assert [r["fraction_of_peak"] for r in rows] == [2.0, 0.125, 0.25]
+
+
+def test_sampler_stage_draws_samples_in_one_batched_call_per_step():
+    from bench.stages import sample
+
+    torch.set_num_threads(1)
+    prepared = sample("dpmpp_2m", fast=True)(Context(device=torch.device("cpu"), tiny=True, fast_steps=4, samples=3))
+    out = prepared.run()
+    metrics = prepared.after(out)
+    assert out.shape == (3, TINY_TEXT["d_latent"]) and prepared.info["samples"] == 3
+    assert metrics["model_evals"] == 4 and metrics["rows_per_eval"] == [6]
+    assert not torch.allclose(out[0], out[1])  # each sample starts from its own noise
+
+
+def test_report_gives_seconds_per_sample_for_batched_sampler_rows():
+    rows = [{"stage": "sample_fast", "threads": 1, "status": "ok", "median_s": 2.0,
+             "info": {"samples": 4}, "metrics": {"model_evals": 16}}]
+    add_efficiency(rows)
+    assert rows[0]["s_per_eval"] == pytest.approx(0.125) and rows[0]["s_per_sample"] == pytest.approx(0.5)
+
+
+def test_samples_below_one_is_rejected_by_name():
+    with pytest.raises(SystemExit):
+        bench_run.parse_args(["--samples", "0"])
