@@ -4,7 +4,9 @@ Results go to a JSON file (default `model_cards/eval_<task>_<model>.json`) with 
 """
 from pathlib import Path
 
-from shap_e.cli.common import add_init_strength_option, add_vertex_placement_option, pick_device, resolve_init_strength, say
+from shap_e.cli.common import (
+    add_init_strength_option, add_vertex_placement_option, pick_device, resolve_init_strength, say,
+)
 
 TASKS = {
     "reconstruction": "encoder round trip: IoU, Chamfer distance, colour error",
@@ -31,7 +33,8 @@ def add_commands(commands) -> None:
         sub.add_argument("--resolution", type=int, default=64, help="IoU grid")
         sub.add_argument("--steps", type=int, default=64, help="sampler steps (text, image)")
         sub.add_argument("--guidance", type=float,
-                         help="classifier-free guidance (default: the model's recommended value, else 15 text, 3 image)")
+                         help="classifier-free guidance "
+                              "(default: the model's recommended value, else 15 text, 3 image)")
         sub.add_argument("--batch", type=int, default=8, help="samples per sampler batch")
         sub.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
         sub.add_argument("--cache-dir", help="model cache")

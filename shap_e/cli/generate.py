@@ -50,7 +50,8 @@ def add_sampling_options(parser, kind: str) -> None:
                         "with fewer steps; --steps/--sampler override it")
     parser.add_argument("--steps", type=int, help="sampler steps (default: from --preset)")
     parser.add_argument("--guidance", type=float,
-                        help=f"classifier-free guidance (default: the model's recommended value, else {DEFAULT_GUIDANCE[kind]})")
+                        help="classifier-free guidance "
+                             f"(default: the model's recommended value, else {DEFAULT_GUIDANCE[kind]})")
     parser.add_argument("--sampler", choices=SAMPLERS, help="ODE/SDE sampler (default: from --preset)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     parser.add_argument("--dtype", choices=sorted(DTYPES), help="model dtype (default: float32 on CPU)")

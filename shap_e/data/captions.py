@@ -274,8 +274,8 @@ def caption(
         raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
     if len(colours) == 2 and category not in SECONDARY_PARTS:
         raise ValueError(f"category {category!r} has one part; pass one colour, not {tuple(colours)!r}")
-    templates = {"train": TRAIN_TEMPLATES, "heldout": HELDOUT_TEMPLATES, "augmented": TRAIN_TEMPLATES + AUGMENT_TEMPLATES,
-                 "extended": TRAIN_TEMPLATES + AUGMENT_TEMPLATES}
+    templates = {"train": TRAIN_TEMPLATES, "heldout": HELDOUT_TEMPLATES,
+                 "augmented": TRAIN_TEMPLATES + AUGMENT_TEMPLATES, "extended": TRAIN_TEMPLATES + AUGMENT_TEMPLATES}
     template = _pick(rng, templates[paraphrase_set])
     noun = _synonyms(_CATEGORY, category, paraphrase_set, rng, "category")
     colour = _synonyms(_COLOUR, colours[0], paraphrase_set, rng, "colour")

@@ -162,7 +162,10 @@ class NeRSTFMLP(nn.Module):
 
     def _forward(self, position, params, direction) -> torch.Tensor:
         """Raw outputs `[batch, n_points, 12]`."""
-        h = encode_position(position) if self.position_degrees == 15 else posenc_nerf(position, 0, self.position_degrees)
+        if self.position_degrees == 15:
+            h = encode_position(position)
+        else:
+            h = posenc_nerf(position, 0, self.position_degrees)
         last = len(self.mlp) - 1
         for i, layer in enumerate(self.mlp):
             if i < self.n_meta_layers:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 __all__ = [
-    "ModelSpec", "MODELS", "CONFIG_DIR", "WEIGHTS_DIR", "get_spec", "register_model", "register_from_file", "config_path"
+    "ModelSpec", "MODELS", "CONFIG_DIR", "WEIGHTS_DIR", "get_spec", "register_model", "register_from_file",
+    "config_path",
 ]
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -168,15 +169,20 @@ del _spec
 for _spec in (
     ModelSpec("diffusion-small", "diffusion_small_config.yaml",
               description="Gaussian diffusion of the small priors: cosine schedule, v prediction (config only)"),
-    ModelSpec("transmitter-small", "transmitter_small_config.yaml", sha256="af5df5b2e287e6340b75c9998208dc067079798b7b546ab6a19a5df2e8e5157d",
+    ModelSpec("transmitter-small", "transmitter_small_config.yaml",
+              sha256="af5df5b2e287e6340b75c9998208dc067079798b7b546ab6a19a5df2e8e5157d",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
-    ModelSpec("text-small", "text_small_config.yaml", sha256="fb337adf7886cb39aec84da48681b4b303708734c5d5e6f6d32a5daa94a0b712",
+    ModelSpec("text-small", "text_small_config.yaml",
+              sha256="fb337adf7886cb39aec84da48681b4b303708734c5d5e6f6d32a5daa94a0b712",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
-              guidance_scale=2.0, diffusion="diffusion-small", description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
-    ModelSpec("image-small", "image_small_config.yaml", sha256="ef291b0745a102cbac8ea95dd84c7a3cb2f6ee484b79aa67a7811d671a4d9167",
+              guidance_scale=2.0, diffusion="diffusion-small",
+              description="small text prior (MiniLM token states) for procedural shapes (bundled)"),
+    ModelSpec("image-small", "image_small_config.yaml",
+              sha256="ef291b0745a102cbac8ea95dd84c7a3cb2f6ee484b79aa67a7811d671a4d9167",
               weights_file="image-small.safetensors", n_params=3_653_440, decoders=("transmitter-small",),
-              guidance_scale=2.0, init_strength=0.2, diffusion="diffusion-small", description="small image prior with its own image encoder, procedural shapes (bundled)"),
+              guidance_scale=2.0, init_strength=0.2, diffusion="diffusion-small",
+              description="small image prior with its own image encoder, procedural shapes (bundled)"),
 ):
     register_model(_spec)
 del _spec

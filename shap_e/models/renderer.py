@@ -174,7 +174,9 @@ class NeRSTFRenderer(nn.Module):
         _check_grid_size(grid_size)
         _check_mesh_mode(mesh_mode)
         check_vertex_placement(vertex_placement)
-        return self._extract(self.mlp_params(params), grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement)[1]
+        return self._extract(
+            self.mlp_params(params), grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement
+        )[1]
 
     def field(
         self,

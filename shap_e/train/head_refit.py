@@ -48,8 +48,8 @@ def check_refit_inputs(prior: torch.nn.Module, pictures: torch.Tensor, latents: 
     if getattr(prior, "latent_head", None) is None:
         raise ValueError("head_refit needs a prior with a latent head (model config latent_head: true)")
     if pictures.dim() != 4:
-        raise ValueError(f"head_refit reads pixel pictures [n, 3, S, S]; got conditions of shape {list(pictures.shape)} "
-                         "(embeddings: a text dataset)")
+        raise ValueError("head_refit reads pixel pictures [n, 3, S, S]; got conditions of shape "
+                         f"{list(pictures.shape)} (embeddings: a text dataset)")
     if len(pictures) != len(latents):
         raise ValueError(f"head_refit needs pictures row-aligned with latents [n, d_latent]; got "
                          f"{list(pictures.shape)} and {list(latents.shape)}")

@@ -161,7 +161,8 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
     p_drop = take_over_cond_dropout(model)
     batch_fn = diffusion_batch_fn(
         dataset, diffusion.num_timesteps, int(config.get("batch_size", 8)), train_config.seed, p_drop,
-        condition_noise=float(config.get("condition_noise", 0.0)), token_dropout=float(config.get("token_dropout", 0.0)),
+        condition_noise=float(config.get("condition_noise", 0.0)),
+        token_dropout=float(config.get("token_dropout", 0.0)),
     )
     refit = head_refit_config(config, model, dataset)
     probe_weight = float(config.get("latent_probe", 0.0))

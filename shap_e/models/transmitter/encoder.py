@@ -93,7 +93,9 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
         # Registration order follows the official state dict.
         self.output_tokens = nn.Parameter(torch.empty(self.latent_ctx, width, device=device))
         n_streams = 2 if self.use_views else 1
-        self.encoder = nn.ModuleList(Perceiver(width, xattn_layers, heads, init_scale, device) for _ in range(n_streams))
+        self.encoder = nn.ModuleList(
+            Perceiver(width, xattn_layers, heads, init_scale, device) for _ in range(n_streams)
+        )
         self.processor = Transformer(width, layers - xattn_layers, heads, init_scale, device)
         self.ln_pre = nn.LayerNorm(width, device=device)
         self.ln_post = nn.LayerNorm(width, device=device)

@@ -37,7 +37,9 @@ def meta_param_shapes(renderer_config: Dict[str, Any]) -> ParamShapes:
     nerstf = renderer_config["nerstf"]
     hidden, n_meta = nerstf["d_hidden"], nerstf["n_meta_layers"]
     if nerstf.get("insert_direction_at", 4) < n_meta or nerstf.get("meta_bias", False):
-        raise ValueError("only NeRSTF configs whose meta layers precede the direction input, without meta bias, are supported")
+        raise ValueError(
+            "only NeRSTF configs whose meta layers precede the direction input, without meta bias, are supported"
+        )
     width = position_features(nerstf.get("position_degrees", 15))
     return OrderedDict((f"nerstf.mlp.{i}.weight", (hidden, width if i == 0 else hidden)) for i in range(n_meta))
 
