@@ -1,0 +1,41 @@
+#!/bin/bash
+# The whole recipe of recipes/README.md end to end, from the repository root, with a timestamp per stage:
+#   bash recipes/family.sh > family.log 2>&1
+# TRANSMITTER_THREADS (default 1, as the shipped family was trained) sets the torch threads of the three
+# transmitter stages, during which nothing else runs; session 26 ran it with 2 (83.7 min, recipes/README.md).
+# The two prior chains run side by side, one thread each; their output goes to runs/small/{text,image}_chain.log.
+set -e
+cd "$(dirname "$0")/.."
+ts() { echo "[$(date +%s) $(date +%T)] $*"; }
+ts start
+export OMP_NUM_THREADS=1
+T=${TRANSMITTER_THREADS:-1}
+shap-e dataset runs/small/train --n 640 --split train --seed 0
+shap-e dataset runs/small/train_image --n 1920 --split train --seed 0
+ts datasets_done
+OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small.yaml
+ts stage1_done
+OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small-encoder.yaml
+ts stage1b_done
+OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small-encoder-2.yaml
+ts stage1c_done
+ENCODER=runs/small/transmitter_encoder_2/model.safetensors
+(
+  shap-e latents runs/small/train --stage text -o runs/small/latents_text.safetensors --text-tokens 24 \
+    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --per-asset 16 --captions augmented
+  ts text_latents_done
+  shap-e train text --config recipes/text-small.yaml
+  ts text_done
+) > runs/small/text_chain.log 2>&1 &
+TEXT_CHAIN=$!
+(
+  shap-e latents runs/small/train_image --stage image -o runs/small/latents_image.safetensors \
+    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --per-asset 4
+  ts image_latents_done
+  shap-e train image --config recipes/image-small.yaml
+  ts image_done
+) > runs/small/image_chain.log 2>&1 &
+IMAGE_CHAIN=$!
+wait $TEXT_CHAIN  # a failed chain stops the script here (set -e): see its log
+wait $IMAGE_CHAIN
+ts family_done
