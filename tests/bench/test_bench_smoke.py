@@ -132,7 +132,6 @@ def test_half_precision_rows_are_judged_against_the_peak_of_their_own_dtype():
 def test_sampler_stage_draws_samples_in_one_batched_call_per_step():
     from bench.stages import sample
 
-    torch.set_num_threads(1)
     prepared = sample("dpmpp_2m", fast=True)(Context(device=torch.device("cpu"), tiny=True, fast_steps=4, samples=3))
     out = prepared.run()
     metrics = prepared.after(out)
