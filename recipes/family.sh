@@ -2,7 +2,9 @@
 # The whole recipe of recipes/README.md end to end, from the repository root, with a timestamp per stage:
 #   bash recipes/family.sh > family.log 2>&1
 # TRANSMITTER_THREADS (default 1, as the shipped family was trained) sets the torch threads of the three
-# transmitter stages, during which nothing else runs; session 26 ran it with 2 (83.7 min, recipes/README.md).
+# transmitter stages; session 26 ran it with 2 (83.7 min, recipes/README.md). With one thread, stages 1b and
+# 1c's data are prepared while stage 1 trains; with two, each stage prepares its own, with nothing beside it.
+# The latents read the encoder batches stage 1 cached (the same tensors).
 # The two prior chains run side by side, one thread each; their output goes to runs/small/{text,image}_chain.log.
 set -e
 cd "$(dirname "$0")/.."
@@ -13,8 +15,23 @@ T=${TRANSMITTER_THREADS:-1}
 shap-e dataset runs/small/train --n 640 --split train --seed 0
 shap-e dataset runs/small/train_image --n 1920 --split train --seed 0
 ts datasets_done
+PREPARE=
+if [ "$T" = 1 ]; then
+  # Stage 1's data on both cores; then stages 1b and 1c's data (they need no weights) on the core that
+  # stage 1's one-thread steps leave idle. Each training run reads its records from the cache: the same
+  # tensors, so the same weights.
+  shap-e train transmitter --config recipes/transmitter-small.yaml --prepare-only
+  ts stage1_prepared
+  (
+    shap-e train transmitter --config recipes/transmitter-small-encoder.yaml --prepare-only --data-workers 1
+    shap-e train transmitter --config recipes/transmitter-small-encoder-2.yaml --prepare-only --data-workers 1
+    ts stage1b_stage1c_prepared
+  ) > runs/small/prepare.log 2>&1 &
+  PREPARE=$!
+fi
 OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small.yaml
 ts stage1_done
+[ -z "$PREPARE" ] || wait $PREPARE  # a failed preparation stops the script here: see runs/small/prepare.log
 OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small-encoder.yaml
 ts stage1b_done
 OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small-encoder-2.yaml
@@ -22,7 +39,8 @@ ts stage1c_done
 ENCODER=runs/small/transmitter_encoder_2/model.safetensors
 (
   shap-e latents runs/small/train --stage text -o runs/small/latents_text.safetensors --text-tokens 24 \
-    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --per-asset 16 --captions augmented
+    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --per-asset 16 --captions augmented \
+    --cache-dir runs/small/cache
   ts text_latents_done
   shap-e train text --config recipes/text-small.yaml
   ts text_done
@@ -30,7 +48,8 @@ ENCODER=runs/small/transmitter_encoder_2/model.safetensors
 TEXT_CHAIN=$!
 (
   shap-e latents runs/small/train_image --stage image -o runs/small/latents_image.safetensors \
-    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --per-asset 4
+    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --per-asset 4 \
+    --cache-dir runs/small/cache
   ts image_latents_done
   shap-e train image --config recipes/image-small.yaml
   ts image_done

@@ -32,7 +32,9 @@ def add_commands(commands) -> None:
     latents.add_argument("--seed", type=int, default=0)
     latents.add_argument("--refine-steps", type=int, default=0,
                          help="refine each latent against its asset for this many steps (0: off; recipe: 400)")
-    latents.add_argument("--cache-dir", help="supervision cache of transmitter training (reused by --refine-steps)")
+    latents.add_argument("--cache-dir",
+                         help="the cache of transmitter training: encoder batches (the recipe's stage 1 made those "
+                              "of --seed 0) and the supervision --refine-steps reuses")
     latents.add_argument("--workers", type=int, default=1,
                          help="--refine-steps: processes that compute the supervision side by side (the result "
                               "does not depend on it; 2 on a 2-core machine)")

@@ -12,13 +12,32 @@ def add_commands(commands) -> None:
     train.add_argument("--config", required=True, help="training config (YAML)")
     train.add_argument("--resume", action="store_true", help="continue from the run's checkpoint")
     train.add_argument("--init", help="start from these weights: a registry name (e.g. text300M) or a file")
+    train.add_argument("--prepare-only", action="store_true",
+                       help="transmitter: build the encoder batches and supervision into the config's cache_dir "
+                            "and stop (no init weights needed; the training run then reads them from the cache)")
+    train.add_argument("--data-workers", type=int,
+                       help="transmitter: processes that prepare the assets, instead of the config's data_workers "
+                            "(the records do not depend on it)")
     train.set_defaults(run=run_train)
 
 
 def run_train(args) -> None:
-    from shap_e.train.run import read_training_config, train_diffusion, train_transmitter
+    from shap_e.cli import CliError
+    from shap_e.train.run import prepare_transmitter_data, read_training_config, train_diffusion, train_transmitter
 
+    if args.stage != "transmitter" and (args.prepare_only or args.data_workers is not None):
+        raise CliError(f"--prepare-only and --data-workers are for the transmitter stage, not {args.stage!r}")
+    if args.data_workers is not None and args.data_workers < 1:
+        raise CliError(f"--data-workers must be at least 1, got {args.data_workers}")
+    if args.prepare_only and args.resume:
+        raise CliError("--prepare-only trains nothing: leave out --resume")
     config = read_training_config(args.config)
+    if args.data_workers is not None:
+        config["data_workers"] = args.data_workers
+    if args.prepare_only:
+        prepared, skipped = prepare_transmitter_data(config)
+        say(f"prepared {prepared} assets in {config['cache_dir']} ({skipped} skipped)")
+        return
     if args.init:
         config["init"] = args.init
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:

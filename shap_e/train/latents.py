@@ -50,9 +50,13 @@ def read_assets(directory) -> List[dict]:
 
 @torch.inference_mode()
 def encode_assets(
-    transmitter: nn.Module, paths: Sequence[str], seed: int = 0, progress: bool = True
+    transmitter: nn.Module, paths: Sequence[str], seed: int = 0, progress: bool = True, cache_dir=None
 ) -> torch.Tensor:
-    """`[n, d_latent]` latents of the mesh files, one at a time (deterministic for a seed)."""
+    """`[n, d_latent]` latents of the mesh files, one at a time (deterministic for a seed).
+
+    cache_dir: where the encoder batches are kept (`load_or_create_multimodal_batch`). A transmitter
+    training run with the same seed and `point_candidates: 16384` fills it with the same batches.
+    """
     from shap_e.util.data_util import load_or_create_multimodal_batch
 
     encoder = transmitter.encoder
@@ -61,7 +65,8 @@ def encode_assets(
     latents = []
     for path in tqdm(paths, desc="encode", disable=not progress):
         batch = load_or_create_multimodal_batch(
-            device, model_path=path, random_sample_count=2**14, seed=seed, **encoder.batch_options()
+            device, model_path=path, random_sample_count=2**14, seed=seed, cache_dir=cache_dir,
+            **encoder.batch_options(),
         )
         latents.append(encoder.encode_to_bottleneck(batch, torch.Generator(device=device).manual_seed(seed))[0].cpu())
     return torch.stack(latents)
@@ -138,6 +143,7 @@ def build_latent_dataset(
         vector per caption); the prior's `grid_tokens`.
     refine_steps: refine each latent against its asset (`refine_assets`, supervision cached in
         `cache_dir` and computed by `workers` processes); 0 keeps the encoder's latents.
+    cache_dir: the encoder batches are kept there too (`encode_assets`).
     caption_vocabulary: what the extra captions are drawn from (`training_captions`).
     """
     if stage not in STAGES:
@@ -151,7 +157,7 @@ def build_latent_dataset(
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r} must be an int of at least 1")
     records = read_assets(data_dir)
-    latents = encode_assets(transmitter, [r["path"] for r in records], seed, progress)
+    latents = encode_assets(transmitter, [r["path"] for r in records], seed, progress, cache_dir)
     if refine_steps:
         latents = refine_assets(transmitter, latents, [r["path"] for r in records], refine_steps, seed, cache_dir,
                                 progress=progress, workers=workers)

@@ -232,17 +232,8 @@ def write_yaml(config: Dict[str, Any], path: Path) -> None:
     write_atomic(path, yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=120))
 
 
-def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
-    """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights."""
-    from shap_e.train.transmitter_training import (
-        LossWeights,
-        freeze_decoder,
-        load_asset_records,
-        mesh_files,
-        transmitter_batch_fn,
-        transmitter_loss_fn,
-    )
-
+def transmitter_settings(config: Dict[str, Any]) -> Tuple[TrainConfig, Dict[str, float], Dict[str, Any]]:
+    """A transmitter config's checked `train`, `loss_weights` and `targets` settings."""
     check_keys(config, TRANSMITTER_KEYS, "transmitter training")
     missing = sorted({"model", "data"} - set(config))
     if missing:
@@ -252,6 +243,50 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
     check_keys(weights, {"sdf", "color", "nerf", "sdf_band"}, "loss_weights")
     target_options = dict(config.get("targets") or {})
     check_keys(target_options, TARGET_KEYS, "targets")
+    return train_config, weights, target_options
+
+
+def transmitter_records(config: Dict[str, Any], encoder: torch.nn.Module):
+    """`load_asset_records` of a transmitter config: `(records, skipped)`."""
+    from shap_e.train.transmitter_training import load_asset_records, mesh_files
+
+    train_config, _, target_options = transmitter_settings(config)
+    return load_asset_records(
+        mesh_files(config["data"]), encoder, config.get("cache_dir"), train_config.seed, train_config.progress,
+        random_sample_count=int(config.get("point_candidates", 2**19)), target_options=target_options,
+        workers=int(config.get("data_workers", 1)),
+    )
+
+
+def prepare_transmitter_data(config: Dict[str, Any]) -> Tuple[int, int]:
+    """Fill the config's `cache_dir` with the encoder batches and supervision its training reads, and
+    stop: `(assets prepared, assets skipped)`.
+
+    The records depend on the data, the seed, the model's architecture and the sampling settings only,
+    never on `init` weights, so a later stage's data can be prepared while an earlier stage trains
+    (`recipes/family.sh`). The training run then reads every record from the cache: the same tensors
+    it would have computed, so its weights do not change.
+    """
+    transmitter_settings(config)
+    if config.get("cache_dir") is None:
+        raise ValueError("preparing the data needs `cache_dir` in the config: without a cache nothing is kept")
+    model = build_model(config["model"], None, torch.device("cpu"))  # the architecture alone: no init weights
+    if not hasattr(model, "encoder"):
+        raise ValueError("stage 'transmitter' needs a Transmitter model config (name: Transmitter)")
+    records, skipped = transmitter_records(config, model.encoder)
+    return len(records), len(skipped)
+
+
+def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
+    """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights."""
+    from shap_e.train.transmitter_training import (
+        LossWeights,
+        freeze_decoder,
+        transmitter_batch_fn,
+        transmitter_loss_fn,
+    )
+
+    train_config, weights, _ = transmitter_settings(config)
     device = training_device()
     torch.manual_seed(train_config.seed)
     model = build_model(config["model"], config.get("init"), device)
@@ -262,11 +297,7 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
             raise ValueError("freeze_decoder: true needs `init` (the weights whose decoder is kept); a random "
                              "decoder would stay random")
         freeze_decoder(model)
-    records, skipped = load_asset_records(
-        mesh_files(config["data"]), model.encoder, config.get("cache_dir"), train_config.seed, train_config.progress,
-        random_sample_count=int(config.get("point_candidates", 2**19)), target_options=target_options,
-        workers=int(config.get("data_workers", 1)),
-    )
+    records, skipped = transmitter_records(config, model.encoder)
     batch_fn = transmitter_batch_fn(
         records, int(config.get("assets_per_step", 4)), int(config.get("n_sdf", 4096)),
         int(config.get("n_color", 2048)), int(config.get("n_rays", 1024)), train_config.seed,

@@ -41,37 +41,66 @@ def family(tmp_path):
     return run
 
 
-def test_family_script_runs_every_stage_in_order_with_the_transmitter_threads(family):
-    proc, calls = family(TRANSMITTER_THREADS="2")
-    assert proc.returncode == 0, proc.stderr
-    assert calls[:5] == [
-        "dataset runs/small/train --n 640 --split train --seed 0 threads=1",
-        "dataset runs/small/train_image --n 1920 --split train --seed 0 threads=1",
-        "train transmitter --config recipes/transmitter-small.yaml threads=2",
-        "train transmitter --config recipes/transmitter-small-encoder.yaml threads=2",
-        "train transmitter --config recipes/transmitter-small-encoder-2.yaml threads=2",
-    ]
-    chains = calls[5:]  # the two prior chains run side by side: their calls may interleave
+S1, S1B, S1C = (f"train transmitter --config recipes/{name}.yaml"
+                for name in ("transmitter-small", "transmitter-small-encoder", "transmitter-small-encoder-2"))
+
+
+def check_prior_chains(chains):
+    """The two prior chains run side by side, their calls possibly interleaved, both after stage 1c."""
     heads = [" ".join(c.split(" ")[:2]) for c in chains]
     text = [h for h in heads if h in ("latents runs/small/train", "train text")]
     image = [h for h in heads if h in ("latents runs/small/train_image", "train image")]
     assert text == ["latents runs/small/train", "train text"]
     assert image == ["latents runs/small/train_image", "train image"]
     assert all(c.endswith("threads=1") for c in chains)
-    assert all("--weights runs/small/transmitter_encoder_2/model.safetensors" in c for c in chains if "latents" in c)
+    latents = [c for c in chains if c.startswith("latents")]
+    assert all("--weights runs/small/transmitter_encoder_2/model.safetensors" in c for c in latents)
+    assert all("--cache-dir runs/small/cache" in c for c in latents)  # stage 1's cached encoder batches
+
+
+def test_family_script_with_two_transmitter_threads_runs_each_stage_alone(family):
+    proc, calls = family(TRANSMITTER_THREADS="2")
+    assert proc.returncode == 0, proc.stderr
+    assert calls[:5] == [
+        "dataset runs/small/train --n 640 --split train --seed 0 threads=1",
+        "dataset runs/small/train_image --n 1920 --split train --seed 0 threads=1",
+        f"{S1} threads=2",
+        f"{S1B} threads=2",
+        f"{S1C} threads=2",
+    ]
+    assert not any("--prepare-only" in c for c in calls)  # nothing beside a two-thread stage
+    check_prior_chains(calls[5:])
     assert "family_done" in proc.stdout
 
 
-def test_family_script_defaults_to_one_transmitter_thread(family):
+def test_family_script_with_one_thread_prepares_stages_1b_and_1c_while_stage_1_trains(family):
     proc, calls = family()
     assert proc.returncode == 0, proc.stderr
-    assert [c for c in calls if c.startswith("train transmitter")][0].endswith("threads=1")
+    assert calls[2] == f"{S1} --prepare-only threads=1"
+    # stage 1's training and the later stages' preparation run side by side: their calls may interleave
+    side_by_side = sorted(calls[3:6])
+    assert side_by_side == sorted([
+        f"{S1} threads=1",
+        f"{S1B} --prepare-only --data-workers 1 threads=1",
+        f"{S1C} --prepare-only --data-workers 1 threads=1",
+    ])
+    assert calls.index(f"{S1B} --prepare-only --data-workers 1 threads=1") < calls.index(
+        f"{S1C} --prepare-only --data-workers 1 threads=1")
+    assert calls[6:8] == [f"{S1B} threads=1", f"{S1C} threads=1"]
+    check_prior_chains(calls[8:])
+    assert "family_done" in proc.stdout
 
 
-@pytest.mark.parametrize("failing", ["transmitter-small-encoder.yaml", "train image"])
-def test_family_script_stops_with_an_error_when_a_stage_fails(family, failing):
-    proc, calls = family(FAIL_ON=failing)
+@pytest.mark.parametrize("failing, threads", [
+    ("transmitter-small-encoder.yaml --prepare-only", "1"),  # a preparation beside stage 1
+    ("transmitter-small-encoder.yaml", "2"),  # a training stage
+    ("train image", "1"),  # a prior chain
+])
+def test_family_script_stops_with_an_error_when_a_stage_fails(family, failing, threads):
+    proc, calls = family(FAIL_ON=failing, TRANSMITTER_THREADS=threads)
     assert proc.returncode != 0
     assert "family_done" not in proc.stdout
     if failing.startswith("transmitter"):
-        assert not any("encoder-2" in c or c.startswith("latents") for c in calls)
+        assert not any(c.startswith((f"{S1C} threads", "latents")) for c in calls)
+    if "--prepare-only" in failing:
+        assert f"{S1B} threads=1" not in calls  # stage 1b does not train without its data

@@ -1,4 +1,5 @@
 """`shap-e train text --config FILE`: YAML in, safetensors out; init from weights; clear errors."""
+import copy
 import os
 import stat
 
@@ -242,3 +243,88 @@ def test_is_config_file_tells_yaml_paths_from_registry_names(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"name": "from-file"}))
     assert read_config(tmp_path / "c.yaml") == {"name": "from-file"}
     assert read_config("diffusion-small")["schedule"] == "cosine"  # a registry name goes to load_config
+
+
+def points_only_transmitter(golden) -> dict:
+    """The golden transmitter reading points alone, like transmitter-small (no views to render)."""
+    config = copy.deepcopy(golden("e")["config"])
+    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
+    return config
+
+
+def transmitter_config(tmp_path, golden, name: str) -> dict:
+    return {
+        "model": points_only_transmitter(golden), "data": str(tmp_path / "assets"),
+        "cache_dir": str(tmp_path / f"cache_{name}"), "point_candidates": 4096, "data_workers": 2,
+        "targets": {"n_near": 256, "n_uniform": 128, "n_color": 128},
+        "assets_per_step": 2, "n_sdf": 64, "n_color": 32, "n_rays": 0,
+        "train": {"steps": 2, "lr": 1e-3, "seed": 1, "out_dir": str(tmp_path / f"run_{name}"), "progress": False},
+    }
+
+
+def cache_files(folder):
+    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+
+
+def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_path, golden):
+    from shap_e.data import write_dataset
+
+    write_dataset(tmp_path / "assets", n=2, seed=0)
+    own, prepared = transmitter_config(tmp_path, golden, "own"), transmitter_config(tmp_path, golden, "prepared")
+    for name, config in (("own", own), ("prepared", prepared)):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "transmitter", "--config", str(tmp_path / "prepared.yaml"), "--prepare-only",
+                 "--data-workers", "1"]) == 0
+    cached = cache_files(tmp_path / "cache_prepared")
+    assert len(cached) == 4  # an encoder batch and the supervision per asset
+    assert main(["train", "transmitter", "--config", str(tmp_path / "prepared.yaml")]) == 0
+    assert cache_files(tmp_path / "cache_prepared") == cached  # read, not computed again
+    assert main(["train", "transmitter", "--config", str(tmp_path / "own.yaml")]) == 0
+    own_weights = load_file(str(tmp_path / "run_own" / "model.safetensors"))
+    prepared_weights = load_file(str(tmp_path / "run_prepared" / "model.safetensors"))
+    assert own_weights.keys() == prepared_weights.keys()
+    assert all(torch.equal(own_weights[k], prepared_weights[k]) for k in own_weights)
+
+
+def test_preparing_needs_no_init_weights_but_a_cache(tmp_path, golden):
+    from shap_e.data import write_dataset
+    from shap_e.train.run import prepare_transmitter_data
+
+    write_dataset(tmp_path / "assets", n=1, seed=0)
+    config = dict(transmitter_config(tmp_path, golden, "a"), data_workers=1)
+    # a later stage's data is prepared before the stage that writes its init weights has finished
+    config.update(init=str(tmp_path / "not_written_yet.safetensors"), freeze_decoder=True)
+    assert prepare_transmitter_data(config) == (1, 0)
+    assert len(list((tmp_path / "cache_a").iterdir())) == 2
+    with pytest.raises(ValueError, match="needs `cache_dir`"):
+        prepare_transmitter_data({k: v for k, v in config.items() if k != "cache_dir"})
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "text", "--prepare-only"], "for the transmitter stage"),
+    (["train", "transmitter", "--data-workers", "0"], "--data-workers must be at least 1"),
+    (["train", "transmitter", "--prepare-only", "--resume"], "leave out --resume"),
+])
+def test_preparation_flags_misused_are_one_line_errors(tmp_path, capsys, args, message):
+    assert main([*args, "--config", str(write_config(tmp_path))]) != 0
+    assert message in capsys.readouterr().err
+
+
+def test_latents_read_the_encoder_batches_that_transmitter_preparation_cached(tmp_path, golden):
+    from shap_e.data import write_dataset
+    from shap_e.train.latents import encode_assets, read_assets
+    from shap_e.train.run import prepare_transmitter_data
+
+    write_dataset(tmp_path / "assets", n=2, seed=0)
+    config = dict(transmitter_config(tmp_path, golden, "a"), data_workers=1, point_candidates=2**14)
+    config["train"]["seed"] = 0  # the recipe's stage 1: the latents' seed and point count
+    prepare_transmitter_data(config)
+    cached = cache_files(tmp_path / "cache_a")
+    torch.manual_seed(0)
+    transmitter = model_from_config(points_only_transmitter(golden)).eval()
+    paths = [r["path"] for r in read_assets(tmp_path / "assets")]
+    from_cache = encode_assets(transmitter, paths, 0, False, cache_dir=tmp_path / "cache_a")
+    assert cache_files(tmp_path / "cache_a") == cached  # no batch computed again
+    assert torch.equal(from_cache, encode_assets(transmitter, paths, 0, False))
+    encode_assets(transmitter, paths, 0, False, cache_dir=tmp_path / "empty_cache")
+    assert len(list((tmp_path / "empty_cache").iterdir())) == 2  # the cache is used: one batch per asset
