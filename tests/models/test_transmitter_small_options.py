@@ -1,8 +1,6 @@
 """Transmitter options used by the small models: points only (`cross_attention_dataset: pcl`,
 `use_pointconv: false`: no multiview modules, no views needed, the prefix reads the FPS points) and
 a NeRSTF position encoding with fewer frequencies (`position_degrees`)."""
-import copy
-
 import pytest
 import torch
 
@@ -10,17 +8,10 @@ from shap_e.models.configs import model_from_config
 from shap_e.util.batch import MultimodalBatch
 
 
-def points_only_config(golden_config):
-    config = copy.deepcopy(golden_config)
-    enc = config["encoder"]
-    enc.update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=64)
-    return config
-
-
 @pytest.fixture(scope="module")
-def model(golden):
+def model(points_only_transmitter):
     torch.manual_seed(0)
-    return model_from_config(points_only_config(golden("e")["config"])).eval()
+    return model_from_config(points_only_transmitter(inner_batch_size=64)).eval()
 
 
 def test_points_only_encoder_has_no_multiview_or_pointconv_weights(model):
@@ -55,17 +46,17 @@ def test_prefix_tokens_depend_only_on_the_first_data_ctx_points(model):
     torch.testing.assert_close(seen[0][:, :n], seen[1][:, :n], atol=0, rtol=0)
 
 
-def test_unknown_cross_attention_dataset_is_a_clear_error(golden):
-    config = points_only_config(golden("e")["config"])
+def test_unknown_cross_attention_dataset_is_a_clear_error(points_only_transmitter):
+    config = points_only_transmitter(inner_batch_size=64)
     config["encoder"]["cross_attention_dataset"] = "multiview"
     with pytest.raises(ValueError, match="cross_attention_dataset='multiview' is unknown"):
         model_from_config(config)
 
 
-def test_fewer_position_degrees_narrow_the_first_meta_layer(golden):
+def test_fewer_position_degrees_narrow_the_first_meta_layer(points_only_transmitter):
     from shap_e.models.posenc import posenc_nerf
 
-    config = points_only_config(golden("e")["config"])
+    config = points_only_transmitter(inner_batch_size=64)
     config["renderer"]["nerstf"]["position_degrees"] = 6
     torch.manual_seed(0)
     model = model_from_config(config).eval()
@@ -86,8 +77,8 @@ def test_fewer_position_degrees_narrow_the_first_meta_layer(golden):
     torch.testing.assert_close(hook_out[0], first)
 
 
-def test_position_degrees_out_of_range_is_a_clear_error(golden):
-    config = points_only_config(golden("e")["config"])
+def test_position_degrees_out_of_range_is_a_clear_error(points_only_transmitter):
+    config = points_only_transmitter(inner_batch_size=64)
     config["renderer"]["nerstf"]["position_degrees"] = 16
     with pytest.raises(ValueError, match="position_degrees=16 must be in 1..15"):
         model_from_config(config)

@@ -1,5 +1,4 @@
 """Latent datasets for prior training: every asset encoded once, paired with its conditions."""
-import copy
 
 import pytest
 import torch
@@ -20,11 +19,10 @@ class WordCountEncoder:
 
 
 @pytest.fixture(scope="module")
-def setup(golden, tmp_path_factory):
+def setup(points_only_transmitter, tmp_path_factory):
     folder = tmp_path_factory.mktemp("latent_assets")
     write_dataset(folder, n=3, seed=4)
-    config = copy.deepcopy(golden("e")["config"])
-    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
+    config = points_only_transmitter()
     torch.manual_seed(0)
     return folder, model_from_config(config).eval()
 

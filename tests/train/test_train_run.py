@@ -1,5 +1,4 @@
 """`shap-e train text --config FILE`: YAML in, safetensors out; init from weights; clear errors."""
-import copy
 import os
 import stat
 
@@ -245,16 +244,9 @@ def test_is_config_file_tells_yaml_paths_from_registry_names(tmp_path):
     assert read_config("diffusion-small")["schedule"] == "cosine"  # a registry name goes to load_config
 
 
-def points_only_transmitter(golden) -> dict:
-    """The golden transmitter reading points alone, like transmitter-small (no views to render)."""
-    config = copy.deepcopy(golden("e")["config"])
-    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
-    return config
-
-
-def transmitter_config(tmp_path, golden, name: str) -> dict:
+def transmitter_config(tmp_path, points_only_transmitter, name: str) -> dict:
     return {
-        "model": points_only_transmitter(golden), "data": str(tmp_path / "assets"),
+        "model": points_only_transmitter(), "data": str(tmp_path / "assets"),
         "cache_dir": str(tmp_path / f"cache_{name}"), "point_candidates": 4096, "data_workers": 2,
         "targets": {"n_near": 256, "n_uniform": 128, "n_color": 128},
         "assets_per_step": 2, "n_sdf": 64, "n_color": 32, "n_rays": 0,
@@ -266,11 +258,12 @@ def cache_files(folder):
     return {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
 
 
-def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_path, golden):
+def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_path, points_only_transmitter):
     from shap_e.data import write_dataset
 
     write_dataset(tmp_path / "assets", n=2, seed=0)
-    own, prepared = transmitter_config(tmp_path, golden, "own"), transmitter_config(tmp_path, golden, "prepared")
+    own = transmitter_config(tmp_path, points_only_transmitter, "own")
+    prepared = transmitter_config(tmp_path, points_only_transmitter, "prepared")
     for name, config in (("own", own), ("prepared", prepared)):
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
     assert main(["train", "transmitter", "--config", str(tmp_path / "prepared.yaml"), "--prepare-only",
@@ -286,12 +279,12 @@ def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_pa
     assert all(torch.equal(own_weights[k], prepared_weights[k]) for k in own_weights)
 
 
-def test_preparing_needs_no_init_weights_but_a_cache(tmp_path, golden):
+def test_preparing_needs_no_init_weights_but_a_cache(tmp_path, points_only_transmitter):
     from shap_e.data import write_dataset
     from shap_e.train.run import prepare_transmitter_data
 
     write_dataset(tmp_path / "assets", n=1, seed=0)
-    config = dict(transmitter_config(tmp_path, golden, "a"), data_workers=1)
+    config = dict(transmitter_config(tmp_path, points_only_transmitter, "a"), data_workers=1)
     # a later stage's data is prepared before the stage that writes its init weights has finished
     config.update(init=str(tmp_path / "not_written_yet.safetensors"), freeze_decoder=True)
     assert prepare_transmitter_data(config) == (1, 0)
@@ -310,18 +303,18 @@ def test_preparation_flags_misused_are_one_line_errors(tmp_path, capsys, args, m
     assert message in capsys.readouterr().err
 
 
-def test_latents_read_the_encoder_batches_that_transmitter_preparation_cached(tmp_path, golden):
+def test_latents_read_the_encoder_batches_that_transmitter_preparation_cached(tmp_path, points_only_transmitter):
     from shap_e.data import write_dataset
     from shap_e.train.latents import encode_assets, read_assets
     from shap_e.train.run import prepare_transmitter_data
 
     write_dataset(tmp_path / "assets", n=2, seed=0)
-    config = dict(transmitter_config(tmp_path, golden, "a"), data_workers=1, point_candidates=2**14)
+    config = dict(transmitter_config(tmp_path, points_only_transmitter, "a"), data_workers=1, point_candidates=2**14)
     config["train"]["seed"] = 0  # the recipe's stage 1: the latents' seed and point count
     prepare_transmitter_data(config)
     cached = cache_files(tmp_path / "cache_a")
     torch.manual_seed(0)
-    transmitter = model_from_config(points_only_transmitter(golden)).eval()
+    transmitter = model_from_config(points_only_transmitter()).eval()
     paths = [r["path"] for r in read_assets(tmp_path / "assets")]
     from_cache = encode_assets(transmitter, paths, 0, False, cache_dir=tmp_path / "cache_a")
     assert cache_files(tmp_path / "cache_a") == cached  # no batch computed again

@@ -66,12 +66,11 @@ def test_nerf_weight_zero_skips_rendering(tiny_setup, monkeypatch):
     assert terms["nerf"].item() == 0.0 and torch.isfinite(terms["loss"])
 
 
-def test_points_only_encoder_records_have_no_views_and_the_band_term_weights_the_surface(tiny_setup, golden):
-    import copy
-
+def test_points_only_encoder_records_have_no_views_and_the_band_term_weights_the_surface(
+    tiny_setup, points_only_transmitter
+):
     folder, _ = tiny_setup
-    config = copy.deepcopy(golden("e")["config"])
-    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=256)
+    config = points_only_transmitter()
     torch.manual_seed(0)
     model = model_from_config(config).eval()  # eval: no bottleneck noise, so three forwards agree
     records, _ = load_asset_records(
@@ -109,12 +108,9 @@ def test_targets_are_cached_by_content_seed_and_options(tiny_setup, tmp_path):
     assert torch.equal(first.sdf_points, uncached.sdf_points)
 
 
-def test_two_workers_prepare_the_same_records_as_one_and_skip_the_same_asset(tiny_setup, golden):
-    import copy
-
+def test_two_workers_prepare_the_same_records_as_one_and_skip_the_same_asset(tiny_setup, points_only_transmitter):
     folder, _ = tiny_setup
-    config = copy.deepcopy(golden("e")["config"])
-    config["encoder"].update(cross_attention_dataset="pcl", use_pointconv=False, inner_batch_size=128)
+    config = points_only_transmitter(inner_batch_size=128)
     encoder = model_from_config(config).encoder
     options = dict(random_sample_count=1024, target_options=dict(n_near=64, n_uniform=32, n_color=16))
     paths = mesh_files(folder)
