@@ -41,11 +41,13 @@ class MLP(nn.Module):
 def split_heads(x: torch.Tensor, heads: int, parts: int) -> list:
     """`[batch, n_ctx, heads * parts * d]` -> `parts` tensors of `[batch, heads, n_ctx, d]`.
 
-    Features are head-major: head j owns `x[..., j * parts * d : (j + 1) * parts * d]`.
+    Features are head-major: head j owns `x[..., j * parts * d : (j + 1) * parts * d]`. The parts are
+    taken with one `unbind`, whose backward stacks their gradients into one tensor (indexing each part
+    would allocate and zero a full-size gradient per part).
     """
     batch, n_ctx, features = x.shape
     x = x.view(batch, n_ctx, heads, parts, features // (heads * parts))
-    return [x[:, :, :, i].transpose(1, 2) for i in range(parts)]
+    return [part.transpose(1, 2) for part in x.unbind(3)]
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
