@@ -397,6 +397,17 @@ def matmul_peak(ctx: Context) -> Prepared:
     return Prepared(run, {"size": size}, after=lambda peaks: {"peak_gflops": peaks})
 
 
+def train_step(name: str) -> Callable[[Context], Prepared]:
+    """One optimiser step of the small recipe's `name` stage (`bench/train_steps.py`, imported when run)."""
+
+    def setup(ctx: Context) -> Prepared:
+        from bench.train_steps import SETUPS
+
+        return SETUPS[name](ctx)
+
+    return setup
+
+
 STAGES: List[Stage] = [
     Stage("matmul_peak", "large matmul, fp32 and bf16 (+ fp16 on CUDA): machine peak", matmul_peak, True, 1, 0),
     Stage("text300M_fwd_fp32_eager", "text300M forward, batch 2, fp32, plain attention",
@@ -413,5 +424,10 @@ STAGES: List[Stage] = [
     Stage("nerf_20x64", "NeRF render, 20 views 64²", render_views("nerf", 64), count_flops=True),
     Stage("stf_20x128", "STF render, 20 views 128²", render_views("stf", 128), count_flops=True),
     Stage("small_text_to_glb", "small bundled models, text -> GLB", small_models, True),
+    Stage("train_step_transmitter", "one step of recipes/transmitter-small.yaml (16 assets)",
+          train_step("transmitter"), repeats=20, warmup=3),
+    Stage("train_step_text", "one step of recipes/text-small.yaml (batch 32)", train_step("text"), repeats=20, warmup=3),
+    Stage("train_step_image", "one step of recipes/image-small.yaml (batch 32, latent probe)", train_step("image"),
+          repeats=20, warmup=3),
 ]
 STAGE_BY_NAME: Dict[str, Stage] = {stage.name: stage for stage in STAGES}
