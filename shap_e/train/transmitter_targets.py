@@ -26,12 +26,13 @@ class AssetTargets:
 
 
 def winding_number(
-    points: torch.Tensor, verts: torch.Tensor, faces: torch.Tensor, budget: int = 1 << 21
+    points: torch.Tensor, verts: torch.Tensor, faces: torch.Tensor, budget: int = 1 << 17
 ) -> torch.Tensor:
     """Generalised winding number `[P]` of a triangle soup at `points [P, 3]` (Jacobson et al. 2013).
 
     ~1 inside a closed, outward-wound mesh, ~0 outside. Van Oosterom-Strackee solid angles in
-    float32 (plenty for an inside test at 0.5), `budget` point-triangle pairs at a time.
+    float32 (plenty for an inside test at 0.5), `budget` point-triangle pairs at a time: 2^17 keeps
+    each temporary near 1.5 MB, in a core's cache (2^21, 24 MB each, took 1.8x as long).
     """
     tri = verts[faces].float()  # [F, 3, 3]
     a0, b0, c0 = tri[:, 0], tri[:, 1], tri[:, 2]
@@ -47,8 +48,9 @@ def winding_number(
     return torch.cat(out)
 
 
-def nearest_distance(points: torch.Tensor, surface: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
-    """Distance `[P]` from each point to the nearest of `surface [S, 3]` samples."""
+def nearest_distance(points: torch.Tensor, surface: torch.Tensor, chunk: int = 512) -> torch.Tensor:
+    """Distance `[P]` from each point to the nearest of `surface [S, 3]` samples, `chunk` points at a
+    time (512 x 8,192 surface samples is a 16 MB block; 4,096 points at a time took 3.8x as long)."""
     return torch.cat([torch.cdist(points[i:i + chunk], surface).amin(dim=1) for i in range(0, len(points), chunk)])
 
 

@@ -2,7 +2,7 @@
 import torch
 import trimesh
 
-from shap_e.train.transmitter_targets import asset_targets, winding_number
+from shap_e.train.transmitter_targets import asset_targets, nearest_distance, winding_number
 from shap_e.util.asset_loading import load_asset
 
 
@@ -20,6 +20,21 @@ def test_winding_number_is_one_inside_and_zero_outside_a_closed_mesh(tmp_path):
     w = winding_number(points, asset.verts, asset.faces)
     torch.testing.assert_close(w[:2], torch.ones(2), atol=1e-4, rtol=0)
     torch.testing.assert_close(w[2:], torch.zeros(2), atol=1e-4, rtol=0)
+
+
+def test_chunked_winding_numbers_and_distances_match_one_block(tmp_path):
+    asset = sphere_asset(tmp_path)  # 1,280 faces
+    g = torch.Generator().manual_seed(0)
+    points = torch.rand(3000, 3, generator=g) * 2.2 - 1.1
+    surface = torch.randn(700, 3, generator=g)
+    whole = winding_number(points, asset.verts, asset.faces, budget=len(points) * len(asset.faces))
+    for budget in (1, 1280 * 7, 1 << 17):  # one point per block, a ragged last block, the default
+        w = winding_number(points, asset.verts, asset.faces, budget=budget)
+        torch.testing.assert_close(w, whole, atol=1e-5, rtol=0)
+        assert torch.equal(w > 0.5, whole > 0.5)
+    brute = torch.cdist(points, surface).amin(dim=1)
+    for chunk in (1, 333, 512, 4096):
+        torch.testing.assert_close(nearest_distance(points, surface, chunk), brute, atol=2e-5, rtol=0)
 
 
 def test_sdf_targets_match_the_analytic_sphere_and_colours_are_srgb(tmp_path):
