@@ -30,7 +30,7 @@ def _recipe(name: str) -> dict:
 
 def transmitter_step(ctx: Context) -> Prepared:
     """One step of `recipes/transmitter-small.yaml` (stage 1: encoder, params projection and decoder)."""
-    from shap_e.train.loop import TrainConfig, Trainer
+    from shap_e.train.loop import Trainer
     from shap_e.train.run import build_transmitter, transmitter_settings
     from shap_e.train.transmitter_training import LossWeights, TransmitterBatch, transmitter_loss_fn
     from shap_e.util.batch import MultimodalBatch
@@ -49,53 +49,37 @@ def transmitter_step(ctx: Context) -> Prepared:
         torch.rand(assets, n_color, 3, generator=g) * 2 - 1, torch.rand(assets, n_color, 3, generator=g),
         None, None,
     )
-    trainer = Trainer(model, transmitter_loss_fn(LossWeights(**weights), ctx.device), lambda *_: batch,
-                      TrainConfig(**{**vars(train_config), "progress": False}))
+    trainer = Trainer(model, transmitter_loss_fn(LossWeights(**weights), ctx.device), lambda *_: batch, train_config)
     info = {"assets_per_step": assets, "n_sdf": n_sdf, "n_color": n_color, "points": n_points}
     return Prepared(trainer.train_step, info, after=lambda record: {"loss": round(record["loss"], 4)})
 
 
 def prior_step(stage: str) -> Callable[[Context], Prepared]:
-    """One step of `recipes/{stage}-small.yaml` (the text or image prior, with the recipe's latent probe)."""
+    """One step of `recipes/{stage}-small.yaml` (the text or image prior, with the recipe's latent probe),
+    built by `diffusion_trainer` as `shap-e train` builds it (on `training_device()`)."""
 
     def setup(ctx: Context) -> Prepared:
-        from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-        from shap_e.train.diffusion_training import (
-            LatentDataset,
-            LatentProbeObjective,
-            diffusion_batch_fn,
-            diffusion_loss_fn,
-            latent_probe_loss_fn,
-            take_over_cond_dropout,
-        )
-        from shap_e.train.loop import TrainConfig, Trainer
-        from shap_e.train.run import build_model, read_config
+        from shap_e.train.diffusion_training import LatentDataset
+        from shap_e.train.run import diffusion_trainer, read_config
 
         config = _recipe(f"{stage}-small")
-        torch.manual_seed(ctx.seed)
-        model = build_model(config["model"], None, ctx.device)
-        diffusion = diffusion_from_config(dict(read_config(config["diffusion"])))
-        batch_size = 2 if ctx.tiny else int(config["batch_size"])
-        rows = 4 * batch_size
+        model_config = read_config(config["model"])
+        if ctx.tiny:
+            config["batch_size"] = 2
+        rows = 4 * int(config["batch_size"])
         g = torch.Generator().manual_seed(ctx.seed)
-        latents = torch.rand(rows, model.d_latent, generator=g) * 2 - 1
-        if model.conditioning == "image_grid" and getattr(model, "image_encoder", None) is not None:
-            size = model.image_encoder.image_size
+        latents = torch.rand(rows, model_config["d_latent"], generator=g) * 2 - 1
+        if "image_encoder" in model_config:  # uint8 renders, as `shap-e latents --stage image` stores them
+            size = model_config["image_encoder"]["image_size"]
             conditions = torch.randint(0, 256, (rows, 3, size, size), generator=g, dtype=torch.uint8)
         else:  # caption token states
-            conditions = torch.randn(rows, *model.wrapped.grid_shape, generator=g)
-        dataset = LatentDataset(latents, conditions)
-        batch_fn = diffusion_batch_fn(dataset, diffusion.num_timesteps, batch_size, ctx.seed,
-                                      take_over_cond_dropout(model))
-        train_config = TrainConfig(**{**config["train"], "progress": False})
-        probe = float(config.get("latent_probe", 0.0))
-        if probe:
-            trainer = Trainer(LatentProbeObjective(model, diffusion, probe).to(ctx.device),
-                              latent_probe_loss_fn(ctx.device), batch_fn, train_config)
-        else:
-            trainer = Trainer(model, diffusion_loss_fn(diffusion, ctx.device), batch_fn, train_config)
-        info = {"batch_size": batch_size, "conditions": list(conditions.shape[1:]), "latent_probe": probe}
-        return Prepared(trainer.train_step, info, after=lambda record: {"loss": round(record["loss"], 4)})
+            inner = model_config["inner"]
+            conditions = torch.randn(rows, inner["grid_channels"], inner["grid_tokens"], generator=g)
+        config["train"]["seed"] = ctx.seed
+        run = diffusion_trainer(stage, config, LatentDataset(latents, conditions))
+        info = {"batch_size": int(config["batch_size"]), "conditions": list(conditions.shape[1:]),
+                "latent_probe": run.probe_weight, "device": str(next(run.model.parameters()).device)}
+        return Prepared(run.trainer.train_step, info, after=lambda record: {"loss": round(record["loss"], 4)})
 
     return setup
 

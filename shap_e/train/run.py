@@ -27,6 +27,7 @@ fitted afresh on the frozen encoder, see `shap_e.train.head_refit`) and `train` 
 Either kind of file may name `extends: other.yaml` and give only what differs (`read_training_config`).
 """
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
@@ -125,8 +126,21 @@ def build_model(model_config, init: Optional[str], device: torch.device) -> torc
     return model
 
 
-def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) -> Path:
-    """Train a text or image prior; returns the path of the exported (EMA) weights."""
+@dataclass
+class DiffusionRun:
+    """What `diffusion_trainer` builds from a text or image prior config."""
+
+    trainer: Trainer
+    model: torch.nn.Module  # the prior (the trainer's module is a `LatentProbeObjective` when `probe_weight`)
+    dataset: Any  # the `LatentDataset`
+    diffusion_config: Dict[str, Any]  # with the latent standardisation when `normalize_latents`
+    refit: Optional["HeadRefitConfig"]
+    probe_weight: float
+
+
+def diffusion_trainer(stage: str, config: Dict[str, Any], dataset=None) -> DiffusionRun:
+    """The checked `Trainer` of a text or image prior config, on `dataset` (a `LatentDataset`; by
+    default the config's `data` file). `bench/train_steps.py` times its steps on random tensors."""
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
     from shap_e.train.diffusion_training import (
         LatentDataset,
@@ -153,7 +167,7 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
             f"the model is conditioned on {model.conditioning!r}, but stage {stage!r} needs "
             f"{' or '.join(map(repr, expected))}"
         )
-    dataset = LatentDataset.load(config["data"])
+    dataset = dataset if dataset is not None else LatentDataset.load(config["data"])
     diffusion_config = dict(read_config(config["diffusion"]))
     if config.get("normalize_latents", False):
         diffusion_config.update(latent_standardization(dataset.latents))
@@ -171,15 +185,22 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
         trainer = Trainer(objective, latent_probe_loss_fn(device), batch_fn, train_config)
     else:
         trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
+    return DiffusionRun(trainer, model, dataset, diffusion_config, refit, probe_weight)
+
+
+def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) -> Path:
+    """Train a text or image prior; returns the path of the exported (EMA) weights."""
+    run = diffusion_trainer(stage, config)
+    trainer = run.trainer
     if trainer.rank == 0:
-        write_yaml(diffusion_config, trainer.out_dir / "diffusion.yaml")
-        write_yaml({"data": str(config["data"]), **dataset.provenance}, trainer.out_dir / "dataset.yaml")
+        write_yaml(run.diffusion_config, trainer.out_dir / "diffusion.yaml")
+        write_yaml({"data": str(config["data"]), **run.dataset.provenance}, trainer.out_dir / "dataset.yaml")
     if resume:
         trainer.resume()
     trainer.fit()
-    if refit is not None and trainer.rank == 0:
-        refit_exported_head(trainer, model, dataset, refit)
-    return export_weights(trainer, prefix="prior." if probe_weight else "")
+    if run.refit is not None and trainer.rank == 0:
+        refit_exported_head(trainer, run.model, run.dataset, run.refit)
+    return export_weights(trainer, prefix="prior." if run.probe_weight else "")
 
 
 def head_refit_config(config: Dict[str, Any], model: torch.nn.Module, dataset) -> Optional["HeadRefitConfig"]:
