@@ -29,28 +29,34 @@ def _recipe(name: str) -> dict:
 
 
 def transmitter_step(ctx: Context) -> Prepared:
-    """One step of `recipes/transmitter-small.yaml` (stage 1: encoder, params projection and decoder)."""
-    from shap_e.train.loop import Trainer
-    from shap_e.train.run import build_transmitter, transmitter_settings
-    from shap_e.train.transmitter_training import LossWeights, TransmitterBatch, transmitter_loss_fn
+    """One step of `recipes/transmitter-small.yaml` (stage 1: encoder, params projection and decoder),
+    built by `transmitter_trainer` as `shap-e train` builds it, on random records of the recipe's sizes."""
+    from shap_e.train.run import build_transmitter, transmitter_trainer
+    from shap_e.train.transmitter_targets import AssetTargets
+    from shap_e.train.transmitter_training import AssetRecord
     from shap_e.util.batch import MultimodalBatch
 
     config = _recipe("transmitter-small")
-    train_config, weights, _ = transmitter_settings(config)
-    torch.manual_seed(ctx.seed)
-    model = build_transmitter(config["model"], None, ctx.device)
-    assets = 2 if ctx.tiny else int(config["assets_per_step"])
-    n_sdf, n_color = int(config["n_sdf"]), int(config["n_color"])
-    n_points = model.encoder.batch_options()["point_count"]
+    if ctx.tiny:
+        config["assets_per_step"] = 2
+    assets = int(config["assets_per_step"])
+    n_points = build_transmitter(config["model"], None, torch.device("meta")).encoder.batch_options()["point_count"]
+    n_sdf_targets = config["targets"]["n_near"] + config["targets"]["n_uniform"]
+    n_color_targets = config["targets"]["n_color"]
     g = torch.Generator().manual_seed(ctx.seed)
-    batch = TransmitterBatch(
-        MultimodalBatch(points=torch.rand(assets, 6, n_points, generator=g) * 2 - 1),
-        torch.rand(assets, n_sdf, 3, generator=g) * 2 - 1, torch.randn(assets, n_sdf, generator=g) * 0.1,
-        torch.rand(assets, n_color, 3, generator=g) * 2 - 1, torch.rand(assets, n_color, 3, generator=g),
-        None, None,
-    )
-    trainer = Trainer(model, transmitter_loss_fn(LossWeights(**weights), ctx.device), lambda *_: batch, train_config)
-    info = {"assets_per_step": assets, "n_sdf": n_sdf, "n_color": n_color, "points": n_points}
+
+    def record() -> AssetRecord:
+        points = MultimodalBatch(points=torch.rand(1, 6, n_points, generator=g) * 2 - 1)
+        sdf_points, sdf = torch.rand(n_sdf_targets, 3, generator=g) * 2 - 1, torch.randn(n_sdf_targets, generator=g)
+        color_points = torch.rand(n_color_targets, 3, generator=g) * 2 - 1
+        colors = torch.rand(n_color_targets, 3, generator=g)
+        return AssetRecord(points, AssetTargets(sdf_points, sdf * 0.1, color_points, colors))
+
+    records = [record() for _ in range(assets)]
+    config["train"]["seed"] = ctx.seed
+    trainer, _, _ = transmitter_trainer(config, records)
+    info = {"assets_per_step": assets, "n_sdf": int(config["n_sdf"]), "n_color": int(config["n_color"]),
+            "points": n_points, "device": str(next(trainer.model.parameters()).device)}
     return Prepared(trainer.train_step, info, after=lambda record: {"loss": round(record["loss"], 4)})
 
 

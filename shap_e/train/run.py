@@ -39,6 +39,7 @@ from shap_e.train.loop import TrainConfig, Trainer
 from shap_e.util.atomic import write_atomic, write_safetensors
 
 if TYPE_CHECKING:
+    from shap_e.train.diffusion_training import LatentDataset
     from shap_e.train.head_refit import HeadRefitConfig
 
 DIFFUSION_KEYS = {
@@ -132,7 +133,7 @@ class DiffusionRun:
 
     trainer: Trainer
     model: torch.nn.Module  # the prior (the trainer's module is a `LatentProbeObjective` when `probe_weight`)
-    dataset: Any  # the `LatentDataset`
+    dataset: "LatentDataset"
     diffusion_config: Dict[str, Any]  # with the latent standardisation when `normalize_latents`
     refit: Optional["HeadRefitConfig"]
     probe_weight: float
@@ -304,8 +305,10 @@ def prepare_transmitter_data(config: Dict[str, Any]) -> Tuple[int, int]:
     return len(records), len(skipped)
 
 
-def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
-    """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights."""
+def transmitter_trainer(config: Dict[str, Any], records=None) -> Tuple[Trainer, list, list]:
+    """The checked `Trainer` of a transmitter config: `(trainer, records, skipped)`. `records` (a list of
+    `AssetRecord`) defaults to the config's data (`transmitter_records`: prepared, or read from its
+    cache). `bench/train_steps.py` times its steps on random records."""
     from shap_e.train.transmitter_training import (
         LossWeights,
         freeze_decoder,
@@ -322,12 +325,20 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
             raise ValueError("freeze_decoder: true needs `init` (the weights whose decoder is kept); a random "
                              "decoder would stay random")
         freeze_decoder(model)
-    records, skipped = transmitter_records(config, model.encoder)
+    skipped: list = []
+    if records is None:
+        records, skipped = transmitter_records(config, model.encoder)
     batch_fn = transmitter_batch_fn(
         records, int(config.get("assets_per_step", 4)), int(config.get("n_sdf", 4096)),
         int(config.get("n_color", 2048)), int(config.get("n_rays", 1024)), train_config.seed,
     )
     trainer = Trainer(model, transmitter_loss_fn(LossWeights(**weights), device), batch_fn, train_config)
+    return trainer, records, skipped
+
+
+def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
+    """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights."""
+    trainer, records, skipped = transmitter_trainer(config)
     trainer.log({"step": trainer.step, "assets": len(records), "skipped_assets": len(skipped)})
     if resume:
         trainer.resume()
