@@ -34,6 +34,8 @@ def winding_number(
     float32 (plenty for an inside test at 0.5), `budget` point-triangle pairs at a time: 2^17 keeps
     each temporary near 1.5 MB, in a core's cache (2^21, 24 MB each, took 1.8x as long).
     """
+    if budget < 1:
+        raise ValueError(f"budget={budget} must be at least 1 (point-triangle pairs per block)")
     tri = verts[faces].float()  # [F, 3, 3]
     a0, b0, c0 = tri[:, 0], tri[:, 1], tri[:, 2]
     chunk = max(1, budget // len(faces))
@@ -51,6 +53,8 @@ def winding_number(
 def nearest_distance(points: torch.Tensor, surface: torch.Tensor, chunk: int = 512) -> torch.Tensor:
     """Distance `[P]` from each point to the nearest of `surface [S, 3]` samples, `chunk` points at a
     time (512 x 8,192 surface samples is a 16 MB block; 4,096 points at a time took 3.8x as long)."""
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk} must be at least 1 (points per block)")
     return torch.cat([torch.cdist(points[i:i + chunk], surface).amin(dim=1) for i in range(0, len(points), chunk)])
 
 

@@ -1,4 +1,5 @@
 """Transmitter supervision: winding-number signs and distances are right on known shapes."""
+import pytest
 import torch
 import trimesh
 
@@ -35,6 +36,14 @@ def test_chunked_winding_numbers_and_distances_match_one_block(tmp_path):
     brute = torch.cdist(points, surface).amin(dim=1)
     for chunk in (1, 333, 512, 4096):
         torch.testing.assert_close(nearest_distance(points, surface, chunk), brute, atol=2e-5, rtol=0)
+
+
+def test_block_sizes_below_one_are_refused_by_name(tmp_path):
+    asset = sphere_asset(tmp_path)
+    with pytest.raises(ValueError, match="budget=0"):
+        winding_number(torch.zeros(1, 3), asset.verts, asset.faces, budget=0)
+    with pytest.raises(ValueError, match="chunk=0"):
+        nearest_distance(torch.zeros(1, 3), torch.ones(2, 3), chunk=0)
 
 
 def test_sdf_targets_match_the_analytic_sphere_and_colours_are_srgb(tmp_path):
