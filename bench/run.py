@@ -18,7 +18,8 @@ import torch
 
 from bench.measure import system_info
 from bench.report import add_efficiency, markdown, write_report
-from bench.stages import STAGE_BY_NAME, STAGES, Stage
+from bench.stage_types import Stage
+from bench.stages import STAGE_BY_NAME, STAGES
 from shap_e.diffusion.presets import FAST_STEPS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -5,14 +5,15 @@ Every stage builds its models from the release configs with seeded random weight
 tiny numbers mean nothing. A stage whose code has not landed raises `StageUnavailable`.
 """
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import torch
 
 from bench.flops import text_model_flops
 from bench.measure import MATMUL_SIZE, matmul_gflops
+from bench.stage_types import Context, Prepared, Stage, StageUnavailable
+from bench.train_steps import SETUPS as TRAIN_STEP_SETUPS
 
 CUDA_MATMUL_SIZE = 8192
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "shap_e" / "configs"
@@ -23,39 +24,6 @@ TINY_TEXT = {
               "init_scale": 0.25, "time_token_cond": True, "token_cond": True, "use_pos_emb": True,
               "pos_emb_init_scale": 0.05, "cond_drop_prob": 0.1},
 }
-
-
-class StageUnavailable(Exception):
-    """The code a stage needs does not exist (yet); the report says "not available" and why."""
-
-
-@dataclass
-class Context:
-    device: torch.device
-    tiny: bool = False
-    seed: int = 0
-    fast_steps: int = 16
-    samples: int = 1  # latents the sampler stages draw at once
-
-
-@dataclass
-class Prepared:
-    """What a setup returns: `run()` is timed; `after(last_output)` adds metrics (errors, sizes)."""
-
-    run: Callable[[], Any]
-    info: Dict[str, Any] = field(default_factory=dict)
-    after: Optional[Callable[[Any], Dict[str, Any]]] = None
-
-
-@dataclass
-class Stage:
-    name: str
-    description: str
-    setup: Callable[[Context], Prepared]
-    quick: bool = False
-    repeats: int = 3
-    warmup: int = 1
-    count_flops: bool = False  # count FLOPs with torch's counter during the first warm-up run
 
 
 def read_yaml(name: str) -> Dict[str, Any]:
@@ -397,17 +365,6 @@ def matmul_peak(ctx: Context) -> Prepared:
     return Prepared(run, {"size": size}, after=lambda peaks: {"peak_gflops": peaks})
 
 
-def train_step(name: str) -> Callable[[Context], Prepared]:
-    """One optimiser step of the small recipe's `name` stage (`bench/train_steps.py`, imported when run)."""
-
-    def setup(ctx: Context) -> Prepared:
-        from bench.train_steps import SETUPS
-
-        return SETUPS[name](ctx)
-
-    return setup
-
-
 STAGES: List[Stage] = [
     Stage("matmul_peak", "large matmul, fp32 and bf16 (+ fp16 on CUDA): machine peak", matmul_peak, True, 1, 0),
     Stage("text300M_fwd_fp32_eager", "text300M forward, batch 2, fp32, plain attention",
@@ -425,9 +382,9 @@ STAGES: List[Stage] = [
     Stage("stf_20x128", "STF render, 20 views 128²", render_views("stf", 128), count_flops=True),
     Stage("small_text_to_glb", "small bundled models, text -> GLB", small_models, True),
     Stage("train_step_transmitter", "one step of recipes/transmitter-small.yaml (16 assets)",
-          train_step("transmitter"), repeats=20, warmup=3),
-    Stage("train_step_text", "one step of recipes/text-small.yaml (batch 32)", train_step("text"), repeats=20, warmup=3),
-    Stage("train_step_image", "one step of recipes/image-small.yaml (batch 32, latent probe)", train_step("image"),
+          TRAIN_STEP_SETUPS["transmitter"], repeats=20, warmup=3),
+    Stage("train_step_text", "one step of recipes/text-small.yaml (batch 32)", TRAIN_STEP_SETUPS["text"], repeats=20, warmup=3),
+    Stage("train_step_image", "one step of recipes/image-small.yaml (batch 32, latent probe)", TRAIN_STEP_SETUPS["image"],
           repeats=20, warmup=3),
 ]
 STAGE_BY_NAME: Dict[str, Stage] = {stage.name: stage for stage in STAGES}

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from bench.stages import Context, Prepared
+from bench.stage_types import Context, Prepared
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = REPO / "recipes"

@@ -13,7 +13,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from bench.measure import measure, proc_status_mb, reset_peak_rss
-from bench.stages import STAGE_BY_NAME, Context, StageUnavailable
+from bench.stage_types import Context, StageUnavailable
+from bench.stages import STAGE_BY_NAME
 
 
 def run_stage(request: Dict[str, Any]) -> Dict[str, Any]:

@@ -9,7 +9,8 @@ from bench import run as bench_run
 from bench.flops import text_model_flops
 from bench.measure import measure
 from bench.report import add_efficiency
-from bench.stages import TINY_TEXT, Context, _peak_size
+from bench.stage_types import Context
+from bench.stages import TINY_TEXT, _peak_size
 from shap_e.diffusion.presets import FAST_STEPS
 
 # One subprocess per stage (~2 s each for the torch import): keep the list short.

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from bench.stages import STAGE_BY_NAME, Context
+from bench.stage_types import Context
+from bench.stages import STAGE_BY_NAME
 from bench.train_steps import SETUPS
 
 
