@@ -1,4 +1,5 @@
 """Run by `torchrun --nproc_per_node 2` in test_loop.py: train the toy model with DDP on gloo."""
+import os
 import sys
 from pathlib import Path
 
@@ -19,3 +20,9 @@ if __name__ == "__main__":
     trainer.fit()
     dist.barrier()
     dist.destroy_process_group()
+    # Leave without interpreter finalisation: once in many runs, a gloo thread still being torn down
+    # then aborted rank 1 ("terminate called without an active exception") after its work was done
+    # and saved. What the test checks, the saved weights, is complete at this point.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
