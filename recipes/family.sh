@@ -2,7 +2,7 @@
 # The whole recipe of recipes/README.md end to end, from the repository root, with a timestamp per stage:
 #   bash recipes/family.sh > family.log 2>&1
 # TRANSMITTER_THREADS (default 1, as the shipped family was trained) sets the torch threads of the three
-# transmitter stages: sessions 27 and 28 ran it with 1 in 92.8 and 91.3 min (the same weights), session 26
+# transmitter stages: sessions 27, 28 and 29 ran it with 1 in 92.8, 91.3 and 86.3 min (the same weights), session 26
 # with 2 in 83.7 min (recipes/README.md).
 # With one thread, stages 1b and 1c's data are prepared while stage 1 trains; with two, each stage prepares
 # its own, with nothing beside it.
