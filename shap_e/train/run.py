@@ -29,7 +29,7 @@ Either kind of file may name `extends: other.yaml` and give only what differs (`
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import torch
 import yaml
@@ -41,6 +41,7 @@ from shap_e.util.atomic import write_atomic, write_safetensors
 if TYPE_CHECKING:
     from shap_e.train.diffusion_training import LatentDataset
     from shap_e.train.head_refit import HeadRefitConfig
+    from shap_e.train.transmitter_training import AssetRecord
 
 DIFFUSION_KEYS = {
     "model", "diffusion", "data", "batch_size", "init", "normalize_latents", "condition_noise", "token_dropout",
@@ -139,7 +140,7 @@ class DiffusionRun:
     probe_weight: float
 
 
-def diffusion_trainer(stage: str, config: Dict[str, Any], dataset=None) -> DiffusionRun:
+def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["LatentDataset"] = None) -> DiffusionRun:
     """The checked `Trainer` of a text or image prior config, on `dataset` (a `LatentDataset`; by
     default the config's `data` file). `bench/train_steps.py` times its steps on random tensors."""
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
@@ -305,7 +306,9 @@ def prepare_transmitter_data(config: Dict[str, Any]) -> Tuple[int, int]:
     return len(records), len(skipped)
 
 
-def transmitter_trainer(config: Dict[str, Any], records=None) -> Tuple[Trainer, list, list]:
+def transmitter_trainer(
+    config: Dict[str, Any], records: Optional[List["AssetRecord"]] = None
+) -> Tuple[Trainer, List["AssetRecord"], list]:
     """The checked `Trainer` of a transmitter config: `(trainer, records, skipped)`. `records` (a list of
     `AssetRecord`) defaults to the config's data (`transmitter_records`: prepared, or read from its
     cache). `bench/train_steps.py` times its steps on random records."""
