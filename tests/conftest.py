@@ -2,8 +2,14 @@
 the pieces of the tiny stand-in models that tests register through $SHAP_E_REGISTRY/$SHAP_E_CLIP."""
 import copy
 import hashlib
+import itertools
 import linecache
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
+from typing import List
 
 import pytest
 import torch
@@ -88,3 +94,33 @@ def tiny_clip(tmp_path_factory) -> Path:
         vision_config=dict(image_size=32, patch_size=8, **common), projection_dim=768,
     )).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def torchrun(tmp_path):
+    """`run(*args)`: `torchrun --nproc_per_node 2 *args` (a script and its arguments, or
+    `-m module ...`) on a free loopback port, one torch thread per process; returns each rank's stderr.
+    Unless both processes exit 0 it fails the test with the launcher's stderr and each worker's own
+    log, which say why."""
+    calls = itertools.count()
+
+    def run(*args: str) -> List[str]:
+        with socket.socket() as s:  # a free loopback port for the rendezvous
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        log_dir = tmp_path / f"torchrun_logs_{next(calls)}"
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+            "--master_addr", "127.0.0.1", "--master_port", str(port),
+            "--log-dir", str(log_dir), "--redirects", "3",  # each worker's output in its own file
+            *args,
+        ]
+        result = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                                timeout=240)
+        if result.returncode != 0:
+            logs = [f"{path.relative_to(log_dir)}:\n{path.read_text(errors='replace')}"
+                    for path in sorted(log_dir.rglob("*.log"))]
+            pytest.fail("\n".join([f"torchrun exited {result.returncode}; its stderr:\n{result.stderr}", *logs]))
+        return [next(log_dir.glob(f"*/attempt_0/{rank}/stderr.log")).read_text() for rank in (0, 1)]
+
+    return run

@@ -1,6 +1,5 @@
 """`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json."""
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from shap_e.cli.common import (
     say,
 )
 from shap_e.diffusion.presets import PRESETS
+from shap_e.util.distributed import process_group, rank_share
 
 FORMATS = ("glb", "ply", "obj")
 SAMPLERS = ("heun", "euler", "euler_ancestral", "dpmpp_2m")
@@ -116,18 +116,6 @@ def validate(args) -> None:
         raise CliError("--grid-size must be at least 8")
 
 
-def distributed_share(items: List[Any]) -> List[Any]:
-    """Under torchrun, this process's share of `items` (rank r takes items r, r + world, ...)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return items
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return items[dist.get_rank() :: dist.get_world_size()]
-
-
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "sample"
 
@@ -143,14 +131,15 @@ def run_generate(args) -> None:
     name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
     if args.kind == "text":
         note_unseen_words(name, [label for label, _ in jobs])
-    device = pick_device(args.device)
-    models = load_pipeline(name, device, args.cache_dir)
-    if args.guidance is None:
-        args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
-    args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), models["init_strength"],
-                                               models["prior"], name)
-    for label, model_kwargs in distributed_share(jobs):
-        generate_one(models, name, label, model_kwargs, formats, device, args)
+    with process_group():  # under torchrun: every rank loads the models, then draws its share of the jobs
+        device = pick_device(args.device)
+        models = load_pipeline(name, device, args.cache_dir)
+        if args.guidance is None:
+            args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
+        args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), models["init_strength"],
+                                                   models["prior"], name)
+        for label, model_kwargs in rank_share(jobs):
+            generate_one(models, name, label, model_kwargs, formats, device, args)
 
 
 def note_unseen_words(name: str, prompts: List[str]) -> None:

@@ -1,6 +1,4 @@
 """`shap-e train transmitter|text|image --config FILE`: train a stage (also under torchrun)."""
-import os
-
 from shap_e.cli.common import say
 
 
@@ -24,6 +22,7 @@ def add_commands(commands) -> None:
 def run_train(args) -> None:
     from shap_e.cli import CliError
     from shap_e.train.run import prepare_transmitter_data, read_training_config, train_diffusion, train_transmitter
+    from shap_e.util.distributed import process_group
 
     if args.stage != "transmitter" and (args.prepare_only or args.data_workers is not None):
         raise CliError(f"--prepare-only and --data-workers are for the transmitter stage, not {args.stage!r}")
@@ -40,13 +39,9 @@ def run_train(args) -> None:
         return
     if args.init:
         config["init"] = args.init
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        import torch
-        import torch.distributed as dist
-
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    if args.stage == "transmitter":
-        path = train_transmitter(config, resume=args.resume)
-    else:
-        path = train_diffusion(args.stage, config, resume=args.resume)
+    with process_group():
+        if args.stage == "transmitter":
+            path = train_transmitter(config, resume=args.resume)
+        else:
+            path = train_diffusion(args.stage, config, resume=args.resume)
     say(f"weights: {path}")

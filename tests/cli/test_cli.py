@@ -1,6 +1,7 @@
 """The `shap-e` command end to end on tiny registered models (weights served from file:// URLs)."""
 import hashlib
 import json
+import re
 
 import pytest
 import torch
@@ -184,6 +185,23 @@ def test_guidance_defaults_to_the_models_recommended_value(tiny_models, capsys, 
         assert main(common + ["-o", str(tiny_models / out)] + extra) == 0, capsys.readouterr().err
         meta = json.loads((tiny_models / out / "a_red_cube_seed0" / "meta.json").read_text())
         assert meta["guidance"] == guidance
+
+
+@pytest.mark.slow
+def test_prompts_under_torchrun_are_shared_between_ranks_and_drawn_as_by_one_process(tmp_path, torchrun, monkeypatch):
+    monkeypatch.setenv("SHAP_E_CACHE", str(tmp_path / "cache"))
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("a red cube\na blue ball\na green torus\n")
+    common = ["text", "--prompts", str(prompts), "--model", "text-small", "--preset", "fast", "--grid-size", "16",
+              "--format", "ply"]
+    logs = torchrun("-m", "shap_e", *common, "-o", str(tmp_path / "two"))
+    assert [sorted(re.findall(r"wrote \S*/(\w+)", log)) for log in logs] == [
+        ["a_green_torus_seed0", "a_red_cube_seed0"], ["a_blue_ball_seed0"]
+    ]  # rank r draws prompts r, r + 2, ...
+    assert main(common + ["-o", str(tmp_path / "one")]) == 0
+    for name in ("a_red_cube_seed0", "a_blue_ball_seed0", "a_green_torus_seed0"):
+        two, one = (torch.load(tmp_path / run / name / "latent.pt") for run in ("two", "one"))
+        assert torch.equal(two, one), name
 
 
 def test_text_small_names_the_prompt_words_it_never_saw_in_training(tmp_path, capsys, monkeypatch):

@@ -1,9 +1,6 @@
 """The training loop: learns, resumes exactly, skips non-finite steps, and DDP equals one big batch."""
 import json
 import math
-import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -104,30 +101,9 @@ def test_bad_config_values_are_rejected():
         TrainConfig(lr=-1)
 
 
-def ddp_failure_report(launcher_stderr: str, log_dir: Path) -> str:
-    """The launcher's whole stderr and every worker's own log: a worker's error, not the launcher's
-    summary of it, says why a run failed."""
-    parts = [f"torchrun stderr:\n{launcher_stderr}"]
-    parts += [f"{path.relative_to(log_dir)}:\n{path.read_text(errors='replace')}"
-              for path in sorted(log_dir.rglob("*.log"))]
-    return "\n".join(parts)
-
-
 @pytest.mark.slow
-def test_two_process_gloo_ddp_equals_one_process_with_the_combined_batch(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    with socket.socket() as s:  # a free loopback port for the rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    worker = Path(__file__).parent / "ddp_worker.py"
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-        "--master_addr", "127.0.0.1", "--master_port", str(port),
-        "--log-dir", str(tmp_path / "logs"), "--redirects", "3",  # each worker's output in its own file
-        str(worker), str(tmp_path / "ddp"),
-    ]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, ddp_failure_report(result.stderr, tmp_path / "logs")
+def test_two_process_gloo_ddp_equals_one_process_with_the_combined_batch(tmp_path, torchrun):
+    torchrun(str(Path(__file__).parent / "ddp_worker.py"), str(tmp_path / "ddp"))
     ddp_state = torch.load(tmp_path / "ddp" / "checkpoint.pt", weights_only=True)
 
     single = Trainer(toy_model(), toy_loss, combined_batch(2), TrainConfig(

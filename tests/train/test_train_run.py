@@ -1,4 +1,5 @@
 """`shap-e train text --config FILE`: YAML in, safetensors out; init from weights; clear errors."""
+import json
 import os
 import stat
 
@@ -46,6 +47,15 @@ def test_train_command_writes_loadable_weights_and_metrics(tmp_path):
     state = load_file(str(tmp_path / "run" / "model.safetensors"))
     model_from_config(TINY_TEXT).load_state_dict(state, strict=True)
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
+
+
+@pytest.mark.slow
+def test_train_command_under_torchrun_trains_one_model_on_two_processes(tmp_path, torchrun):
+    torchrun("-m", "shap_e", "train", "text", "--config", str(write_config(tmp_path)))
+    model_from_config(TINY_TEXT).load_state_dict(load_file(str(tmp_path / "run" / "model.safetensors")), strict=True)
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["environment"]["world_size"] == 2
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["step"] == 4
 
 
 def test_train_starts_from_given_weights(tmp_path):
