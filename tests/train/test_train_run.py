@@ -114,6 +114,13 @@ def test_text_stage_trains_a_prior_on_caption_token_grids(tmp_path):
     assert not torch.equal(weights[0.0][key], weights[0.5][key])
 
 
+def test_a_bad_world_size_from_the_launcher_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    assert main(["train", "text", "--config", str(write_config(tmp_path))]) == 2
+    assert "environment variable WORLD_SIZE must be a whole number, got 'two'" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
 def test_missing_config_file_is_reported(tmp_path, capsys):
     assert main(["train", "text", "--config", str(tmp_path / "none.yaml")]) == 2
     assert "none.yaml" in capsys.readouterr().err
