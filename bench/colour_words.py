@@ -10,6 +10,10 @@ built from the held-out templates ("behold: a ruby chair"). The features are the
 state (mean over its word pieces) beside the caption's mean state, standardised: what a prior reading
 the token states can see of the word. A probe is no prior, but a vocabulary whose probe cannot name
 the held-out words gives the prior nothing to generalise from either (session 16, `text-small` card).
+
+A second table names each held-out colour word by its nearest word of the vocabulary (cosine of the
+encoder's sentence embeddings of the bare words): what replacing an unseen prompt word by the nearest
+known one, before the prior reads the prompt, would give (session 30).
 """
 import argparse
 import random
@@ -28,6 +32,7 @@ from shap_e.data.captions import (
 
 NOUNS = ("cube", "ball", "chair", "table", "cylinder", "pyramid", "mushroom", "lamp", "capsule", "cone", "ring", "snowman")
 WordFeatures = Callable[[str, str], torch.Tensor]  # (caption, colour word in it) -> [width]
+Embed = Callable[[List[str]], torch.Tensor]  # texts -> [n, width]
 
 
 def vocabularies() -> Dict[str, List[Tuple[str, str]]]:
@@ -89,6 +94,20 @@ def colour_word_probe(features: WordFeatures, per_word: int = 12, steps: int = 5
     return results
 
 
+def nearest_word_colours(embed: Embed) -> Dict[str, dict]:
+    """Per vocabulary: the vocabulary word nearest each held-out colour word, and how many of the 12
+    it gives the right colour."""
+    heldout = heldout_words()
+    queries = torch.nn.functional.normalize(embed([w for _, w in heldout]), dim=-1)
+    results = {}
+    for name, pairs in vocabularies().items():
+        keys = torch.nn.functional.normalize(embed([w for _, w in pairs]), dim=-1)
+        nearest = (queries @ keys.T).argmax(dim=1).tolist()
+        results[name] = dict(nearest={word: pairs[j][1] for (_, word), j in zip(heldout, nearest)},
+                             right=sum(pairs[j][0] == colour for (colour, _), j in zip(heldout, nearest)))
+    return results
+
+
 def markdown(results: Dict[str, dict], per_word: int) -> str:
     words = [w for _, w in heldout_words()]
     lines = [f"| vocabulary | colour words | held-out captions named right | {' | '.join(words)} |",
@@ -96,6 +115,14 @@ def markdown(results: Dict[str, dict], per_word: int) -> str:
     for name, r in results.items():
         cells = " | ".join(f"{r['per_word'][w]}/{per_word}" for w in words)
         lines.append(f"| {name} | {r['n_words']} | {r['accuracy']:.1%} | {cells} |")
+    return "\n".join(lines)
+
+
+def nearest_markdown(results: Dict[str, dict]) -> str:
+    lines = ["| vocabulary | held-out colour words named right by the nearest word | nearest words |", "|---|---|---|"]
+    for name, r in results.items():
+        pairs = ", ".join(f"{word} → {near}" for word, near in r["nearest"].items())
+        lines.append(f"| {name} | {r['right']}/{len(r['nearest'])} | {pairs} |")
     return "\n".join(lines)
 
 
@@ -110,8 +137,10 @@ def main(argv=None) -> None:
     from shap_e.models.sentence_encoder import SentenceEncoder
 
     torch.set_num_threads(1)
-    results = colour_word_probe(minilm_word_features(SentenceEncoder.from_package()), args.per_word, args.steps, args.seed)
+    encoder = SentenceEncoder.from_package()
+    results = colour_word_probe(minilm_word_features(encoder), args.per_word, args.steps, args.seed)
     print(f"threads: {torch.get_num_threads()}\n" + markdown(results, args.per_word))
+    print("\n" + nearest_markdown(nearest_word_colours(encoder.embed_text)))
 
 
 if __name__ == "__main__":

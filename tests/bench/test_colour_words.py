@@ -49,6 +49,24 @@ def test_features_blind_to_heldout_words_score_near_chance():
     assert "| extended |" in colour_words.markdown(results, 2)
 
 
+def test_nearest_word_names_the_colour_when_the_embedding_carries_it_and_not_otherwise():
+    def embed(texts, blind=()):  # each word's colour, one-hot, with noise unique to the word
+        return torch.stack([
+            (torch.zeros(len(COLOURS)) if w in blind else torch.eye(len(COLOURS))[COLOURS.index(OWNER[w])]) * 3
+            + _random_vector(w, width=len(COLOURS)) * 0.1 for w in texts
+        ])
+
+    results = colour_words.nearest_word_colours(embed)
+    assert set(results) == {"augmented", "extended"}
+    for result in results.values():
+        assert result["right"] == 12
+        assert all(OWNER[near] == OWNER[word] for word, near in result["nearest"].items())
+    heldout = {w for _, w in colour_words.heldout_words()}
+    blind = colour_words.nearest_word_colours(lambda texts: embed(texts, blind=heldout))
+    assert all(r["right"] <= 4 for r in blind.values()), blind
+    assert "| augmented | 12/12 |" in colour_words.nearest_markdown(results)
+
+
 def test_the_command_rejects_a_non_positive_count():
     with pytest.raises(SystemExit):
         colour_words.main(["--per-word", "0"])
