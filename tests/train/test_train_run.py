@@ -296,6 +296,21 @@ def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_pa
     assert all(torch.equal(own_weights[k], prepared_weights[k]) for k in own_weights)
 
 
+@pytest.mark.slow
+def test_transmitter_under_torchrun_prepares_with_worker_processes_and_trains_on_two(tmp_path, torchrun,
+                                                                                    points_only_transmitter):
+    from shap_e.data import write_dataset
+
+    write_dataset(tmp_path / "assets", n=2, seed=0)
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(transmitter_config(tmp_path, points_only_transmitter, "ddp")))
+    torchrun("-m", "shap_e", "train", "transmitter", "--config", str(tmp_path / "t.yaml"))
+    assert len(cache_files(tmp_path / "cache_ddp")) == 4
+    records = [json.loads(line) for line in (tmp_path / "run_ddp" / "metrics.jsonl").read_text().splitlines()]
+    assert records[0] == {"step": 0, "assets": 2, "skipped_assets": 0}
+    assert records[1]["environment"]["world_size"] == 2
+    assert load_file(str(tmp_path / "run_ddp" / "model.safetensors"))
+
+
 def test_preparing_needs_no_init_weights_but_a_cache(tmp_path, points_only_transmitter):
     from shap_e.data import write_dataset
     from shap_e.train.run import prepare_transmitter_data
