@@ -150,15 +150,7 @@ def conditioning_embeddings(
     For `"image_grid"` with `images` given, `None` entries are embedded as a 64x64 black image
     (as the reference does); a batch without images or embeddings is all zeros (unconditional).
     """
-    if kind not in FEATURE_SHAPES:
-        raise ValueError(f"kind={kind!r} is not valid; use one of {sorted(FEATURE_SHAPES)}")
-    if kind == "image_grid" and texts is not None:
-        raise ValueError("kind='image_grid' takes images or embeddings, not texts")
-    if kind == "text_grid":
-        if images is not None:
-            raise ValueError("kind='text_grid' takes texts or embeddings, not images")
-        if feature_shape is None:
-            raise ValueError("kind='text_grid' needs feature_shape=(channels, n_tokens), the prior's grid shape")
+    _check_arguments(kind, texts, images, feature_shape)
     text_rows, emb_rows = _per_row(texts, batch_size, "texts"), _per_row(embeddings, batch_size, "embeddings")
     image_rows = _per_row(images, batch_size, "images")
     _check_one_modality(text_rows, image_rows, emb_rows)
@@ -185,6 +177,24 @@ def conditioning_embeddings(
             embed = clip.embed_images_grid if kind == "image_grid" else clip.embed_images
             for i, e in zip(image_idx, embed([image_rows[i] for i in image_idx])):
                 rows[i] = e
+    return _stack_rows(rows, kind, feature_shape, device)
+
+
+def _check_arguments(kind: str, texts, images, feature_shape) -> None:
+    if kind not in FEATURE_SHAPES:
+        raise ValueError(f"kind={kind!r} is not valid; use one of {sorted(FEATURE_SHAPES)}")
+    if kind == "image_grid" and texts is not None:
+        raise ValueError("kind='image_grid' takes images or embeddings, not texts")
+    if kind == "text_grid":
+        if images is not None:
+            raise ValueError("kind='text_grid' takes texts or embeddings, not images")
+        if feature_shape is None:
+            raise ValueError("kind='text_grid' needs feature_shape=(channels, n_tokens), the prior's grid shape")
+
+
+def _stack_rows(rows: List[Optional[torch.Tensor]], kind: str, feature_shape: Optional[Tuple[int, ...]],
+                device: Union[str, torch.device, None]) -> torch.Tensor:
+    """`[batch, *shape]`: the rows, zeros where a row is None; every given row must have `shape`."""
     present = [r for r in rows if r is not None]
     if feature_shape is not None:
         shape = tuple(feature_shape)
@@ -194,7 +204,7 @@ def conditioning_embeddings(
         target = torch.device(device)
     else:
         target = present[0].device if present else torch.device("cpu")
-    out = torch.zeros(batch_size, *shape, device=target)
+    out = torch.zeros(len(rows), *shape, device=target)
     for i, row in enumerate(rows):
         if row is not None:
             if tuple(row.shape) != shape:
