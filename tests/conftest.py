@@ -5,7 +5,6 @@ import hashlib
 import itertools
 import linecache
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -98,20 +97,16 @@ def tiny_clip(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def torchrun(tmp_path):
-    """`run(*args)`: `torchrun --nproc_per_node 2 *args` (a script and its arguments, or
-    `-m module ...`) on a free loopback port, one torch thread per process; returns each rank's stderr.
-    Unless both processes exit 0 it fails the test with the launcher's stderr and each worker's own
-    log, which say why."""
+    """`run(*args)`: `torchrun --standalone --nproc_per_node 2 *args` (a script and its arguments, or
+    `-m module ...`; the launcher binds a free local port itself), one torch thread per process;
+    returns each rank's stderr. Unless both processes exit 0 it fails the test with the launcher's
+    stderr and each worker's own log, which say why."""
     calls = itertools.count()
 
     def run(*args: str) -> List[str]:
-        with socket.socket() as s:  # a free loopback port for the rendezvous
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         log_dir = tmp_path / f"torchrun_logs_{next(calls)}"
         cmd = [
-            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-            "--master_addr", "127.0.0.1", "--master_port", str(port),
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
             "--log-dir", str(log_dir), "--redirects", "3",  # each worker's output in its own file
             *args,
         ]
