@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
@@ -18,6 +19,7 @@ from shap_e.rendering.nerf import render_rays
 from shap_e.train.loop import step_generator
 from shap_e.train.transmitter_targets import AssetTargets, asset_targets
 from shap_e.util.batch import MultimodalBatch
+from shap_e.util.distributed import rank_share
 from shap_e.util.processes import imap_in_processes
 
 MESH_SUFFIXES = (".obj", ".ply", ".stl", ".off", ".glb", ".gltf")
@@ -77,15 +79,21 @@ def load_asset_records(
         with one torch thread in the caller too (as in the recipes) the records are the same tensor
         for tensor for any number of workers.
     Views are rendered only for encoders that read them (`encoder.use_views`).
+
+    In a joined process group (torchrun) with a `cache_dir`, each process first prepares only its
+    share of the assets into the cache (`rank_share`) and waits for the others; then every process
+    reads all records from the cache. So N processes prepare the data N times faster, and every
+    process trains on the same records. Without a cache each process prepares every asset itself.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     jobs = [AssetJob(str(path), seed, seed + i, random_sample_count, encoder.batch_options(), target_options or {},
                      cache_dir) for i, path in enumerate(paths)]
-    results = list(tqdm(imap_in_processes(_prepare_asset, jobs, workers), total=len(jobs), desc="assets",
-                        disable=not progress))
+    if cache_dir is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        _prepare(rank_share(jobs), workers, progress, f"assets (rank {dist.get_rank()}'s share)")
+        dist.barrier()
     records, skipped = [], []
-    for job, result in zip(jobs, results):
+    for job, result in zip(jobs, _prepare(jobs, workers, progress, "assets")):
         if isinstance(result, str):
             skipped.append((job.path, result))
         else:
@@ -95,6 +103,12 @@ def load_asset_records(
     if not records:
         raise ValueError(f"none of the {len(paths)} assets could be read")
     return records, skipped
+
+
+def _prepare(jobs: List["AssetJob"], workers: int, progress: bool, desc: str) -> List[Union[AssetRecord, str]]:
+    """`_prepare_asset` of each job, in order, in `workers` processes."""
+    return list(tqdm(imap_in_processes(_prepare_asset, jobs, workers), total=len(jobs), desc=desc,
+                     disable=not progress))
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """`shap-e train text --config FILE`: YAML in, safetensors out; init from weights; clear errors."""
 import json
 import os
+import re
 import stat
 
 import pytest
@@ -297,14 +298,19 @@ def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_pa
 
 
 @pytest.mark.slow
-def test_transmitter_under_torchrun_prepares_with_worker_processes_and_trains_on_two(tmp_path, torchrun,
-                                                                                    points_only_transmitter):
+def test_transmitter_under_torchrun_prepares_a_share_per_rank_and_trains_on_two(tmp_path, torchrun,
+                                                                               points_only_transmitter):
     from shap_e.data import write_dataset
 
     write_dataset(tmp_path / "assets", n=2, seed=0)
-    (tmp_path / "t.yaml").write_text(yaml.safe_dump(transmitter_config(tmp_path, points_only_transmitter, "ddp")))
-    torchrun("-m", "shap_e", "train", "transmitter", "--config", str(tmp_path / "t.yaml"))
+    config = transmitter_config(tmp_path, points_only_transmitter, "ddp")
+    config["train"]["progress"] = True  # the progress bars say which assets each rank prepared
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(config))
+    stderr = torchrun("-m", "shap_e", "train", "transmitter", "--config", str(tmp_path / "t.yaml"))
     assert len(cache_files(tmp_path / "cache_ddp")) == 4
+    for rank, log in enumerate(stderr):  # each rank prepared one asset into the cache, then read both
+        assert re.search(rf"assets \(rank {rank}'s share\): 100%.*\| 1/1 ", log), log
+        assert re.search(r"assets: 100%.*\| 2/2 ", log), log
     records = [json.loads(line) for line in (tmp_path / "run_ddp" / "metrics.jsonl").read_text().splitlines()]
     assert records[0] == {"step": 0, "assets": 2, "skipped_assets": 0}
     assert records[1]["environment"]["world_size"] == 2
