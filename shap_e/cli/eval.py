@@ -85,10 +85,35 @@ def run_eval(args) -> None:
         result = run.evaluate_ground_truth(args.split, args.n, args.seed, **judges)
     else:
         result = _evaluate_model(args, model_name)
-    result["settings"].update(model=model_name, split=args.split, references=args.references)
+    result["settings"].update(model=model_name, split=args.split, references=args.references,
+                              **_weights_used(args, model_name))
     json_path, md_path = run.write_results(result, output, title=f"shap-e eval {args.task}: {model_name}")
     summary = ", ".join(f"{k}={v}" for k, v in result["summary"].items())
     say(f"{summary}\nwrote {json_path} and {md_path}")
+
+
+def _decoder_name(args, model_name: str) -> str:
+    """The transmitter that decodes a prior's latents: `--decoder`, else the prior's first registered decoder."""
+    from shap_e.models.registry import get_spec
+
+    decoders = get_spec(model_name).decoders
+    return args.decoder or (decoders[0] if decoders else "transmitter")
+
+
+def _weights_used(args, model_name: str) -> dict:
+    """The registry sha256 of every weights file the evaluation loaded (each verified at load), so that a
+    result names the exact weights it scored: `model_sha256`, and `decoder` / `decoder_sha256` when a
+    transmitter decodes or judges."""
+    from shap_e.models.registry import get_spec
+
+    used = {} if args.task == "classifier" else {"model_sha256": get_spec(model_name).sha256}
+    if args.task in ("text", "image"):
+        used["decoder"] = _decoder_name(args, model_name)
+    elif args.task == "classifier" and args.decoder:
+        used["decoder"] = args.decoder
+    if "decoder" in used:
+        used["decoder_sha256"] = get_spec(used["decoder"]).sha256
+    return used
 
 
 def _load(name: str, device, args):
@@ -127,7 +152,7 @@ def _evaluate_model(args, model_name: str):
                                            refine_steps=args.refine_steps, vertex_placement=args.vertex_placement,
                                            **_judges(args, model))
     spec = get_spec(model_name)
-    xm = _load(args.decoder or (spec.decoders[0] if spec.decoders else "transmitter"), device, args)
+    xm = _load(_decoder_name(args, model_name), device, args)
     options = dict(steps=args.steps, batch_size=args.batch, grid_size=args.grid_size, seed=args.seed,
                    device=device, progress=True, diffusion=diffusion_from_config(load_config(spec.diffusion)),
                    vertex_placement=args.vertex_placement, **_judges(args, xm))

@@ -38,6 +38,9 @@ def test_eval_reconstruction_writes_json_and_markdown(tmp_path, tiny_transmitter
     args.run(args)
     result = json.loads(out.read_text())
     assert result["task"] == "reconstruction" and result["settings"]["model"] == tiny_transmitter
+    # The result names the exact weights it scored: the registry hash, verified when they were loaded.
+    assert result["settings"]["model_sha256"] == registry.MODELS[tiny_transmitter].sha256
+    assert "decoder" not in result["settings"]
     assert len(result["rows"]) == 1 and 0.0 <= result["summary"]["iou"] <= 1.0
     assert out.with_suffix(".md").read_text().startswith(f"# shap-e eval reconstruction: {tiny_transmitter}")
 
@@ -72,6 +75,8 @@ def test_eval_classifier_with_decoded_references_uses_the_decoder(tmp_path, tiny
     args.run(args)
     result = json.loads(out.read_text())
     assert result["settings"]["references"] == "decoded" and result["settings"]["n_references"] == 240
+    assert result["settings"]["decoder"] == tiny_transmitter
+    assert result["settings"]["decoder_sha256"] == registry.MODELS[tiny_transmitter].sha256
     assert len(built) == 120 and {(g, p) for _, g, p in built} == {(16, "reference")}
     args = parse(["eval", "classifier", "-n", "2", "--references", "decoded"])
     with pytest.raises(CliError, match="--references decoded needs --decoder"):
@@ -115,3 +120,12 @@ def test_eval_rejects_bad_arguments_in_one_line(argv, message):
     args = parse(["eval", "text"] + argv)
     with pytest.raises(CliError, match=message):
         args.run(args)
+
+
+def test_a_prior_evaluation_names_the_weights_of_the_prior_and_of_its_decoder():
+    text = eval_cli._weights_used(parse(["eval", "text", "--model", "text-small"]), "text-small")
+    assert text == {"model_sha256": registry.MODELS["text-small"].sha256, "decoder": "transmitter-small",
+                    "decoder_sha256": registry.MODELS["transmitter-small"].sha256}
+    image = eval_cli._weights_used(parse(["eval", "image", "--decoder", "transmitter"]), "image-small")
+    assert image["decoder"] == "transmitter" and image["decoder_sha256"] == registry.MODELS["transmitter"].sha256
+    assert eval_cli._weights_used(parse(["eval", "classifier"]), "ground-truth") == {}
