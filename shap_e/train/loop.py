@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from shap_e.train.ema import EMA
 from shap_e.util.atomic import write_atomic_with
+from shap_e.util.distributed import distributed_info
 from shap_e.util.machine import cpu_model_and_flags
 
 LossFn = Callable[[nn.Module, Any], Dict[str, torch.Tensor]]
@@ -71,12 +72,6 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 def step_generator(seed: int, step: int, rank: int) -> torch.Generator:
     """The generator a `batch_fn` should draw step `step` of process `rank` from."""
     return torch.Generator().manual_seed((seed * 1_000_003 + step) * 1_009 + rank)
-
-
-def distributed_info() -> Tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 def environment() -> Dict[str, Any]:

@@ -19,7 +19,7 @@ from shap_e.rendering.nerf import render_rays
 from shap_e.train.loop import step_generator
 from shap_e.train.transmitter_targets import AssetTargets, asset_targets
 from shap_e.util.batch import MultimodalBatch
-from shap_e.util.distributed import rank_share
+from shap_e.util.distributed import distributed_info, rank_share
 from shap_e.util.processes import imap_in_processes
 
 MESH_SUFFIXES = (".obj", ".ply", ".stl", ".off", ".glb", ".gltf")
@@ -89,8 +89,9 @@ def load_asset_records(
         raise ValueError(f"workers must be at least 1, got {workers}")
     jobs = [AssetJob(str(path), seed, seed + i, random_sample_count, encoder.batch_options(), target_options or {},
                      cache_dir) for i, path in enumerate(paths)]
-    if cache_dir is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        _prepare(rank_share(jobs), workers, progress, f"assets (rank {dist.get_rank()}'s share)")
+    rank, world = distributed_info()
+    if cache_dir is not None and world > 1:
+        _prepare(rank_share(jobs), workers, progress, f"assets (rank {rank}'s share)")
         dist.barrier()
     records, skipped = [], []
     for job, result in zip(jobs, _prepare(jobs, workers, progress, "assets")):

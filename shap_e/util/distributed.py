@@ -7,7 +7,7 @@ leaves it on exit, also when the work raises, so no process ends with the group 
 """
 import os
 from contextlib import contextmanager
-from typing import Iterator, List, TypeVar
+from typing import Iterator, List, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -62,9 +62,15 @@ def process_group() -> Iterator[None]:
         dist.destroy_process_group()
 
 
+def distributed_info() -> Tuple[int, int]:
+    """`(rank, world size)` of this process in the joined default group; `(0, 1)` outside one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
 def rank_share(items: List[Item]) -> List[Item]:
     """This process's share of `items` in a joined group (rank r takes items r, r + world, ...); all
     of them otherwise."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return items
-    return items[dist.get_rank() :: dist.get_world_size()]
+    rank, world = distributed_info()
+    return items[rank::world]

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from shap_e.util.distributed import process_group, rank_share
+from shap_e.util.distributed import distributed_info, process_group, rank_share
 
 
 def thread_names():
@@ -31,6 +31,7 @@ if __name__ == "__main__":
             dist.all_reduce(total)
             seen["all_reduce"] = total.item()
             seen["share"] = rank_share(list(range(5)))
+            seen["info"] = distributed_info()
             model = DistributedDataParallel(torch.nn.Linear(3, 1))
             model(torch.randn(2, 3)).sum().backward()
             del model

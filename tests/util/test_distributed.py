@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch.distributed as dist
 
-from shap_e.util.distributed import launched_world_size, process_group, rank_share
+from shap_e.util.distributed import distributed_info, launched_world_size, process_group, rank_share
 
 WORKER = Path(__file__).parent / "process_group_worker.py"
 
@@ -29,6 +29,7 @@ def test_a_plain_launch_joins_no_group_and_keeps_every_item(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     with process_group():
         assert not dist.is_initialized()
+        assert distributed_info() == (0, 1)
         assert rank_share([1, 2, 3]) == [1, 2, 3]
 
 
@@ -47,6 +48,7 @@ def assert_left_with_its_threads(seen):
 def test_two_processes_share_the_items_and_leave_the_group_after_ddp_work(tmp_path, torchrun):
     seen = run_worker(torchrun, tmp_path, "work")
     assert [s["share"] for s in seen] == [[0, 2, 4], [1, 3]]
+    assert [s["info"] for s in seen] == [[0, 2], [1, 2]]  # (rank, world size) inside the group
     for s in seen:
         assert s["all_reduce"] == 3.0  # 1 + 2: both ranks joined one group
         assert_left_with_its_threads(s)
