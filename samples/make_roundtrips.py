@@ -9,6 +9,7 @@ as PLY, then `shap-e encode OBJECT.ply -o LATENT.pt --model MODEL` and `shap-e r
 <out>/<colour>_<category>.gif --model MODEL`. The same model and options always give the same GIFs.
 """
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -22,25 +23,31 @@ OBJECTS: Tuple[Tuple[str, str], ...] = (("mushroom", "red"), ("torus", "green"),
 
 def make_roundtrips(model: str, out: Path, size: int = 128, views: int = 20, device: str = "auto",
                     objects: Sequence[Tuple[str, str]] = OBJECTS) -> List[Path]:
-    """Encode and render each (category, colour) object; returns the GIFs written to `out`."""
+    """Encode and render each (category, colour) object; returns the GIFs written to `out`.
+
+    Every GIF is made in a temporary folder inside `out` first and moved into place only when all
+    of them are made, so a failure (raised as RuntimeError, after the CLI has said why) leaves the
+    GIFs already in `out` as they were."""
     from shap_e.cli import main as cli
     from shap_e.data import generate_asset
 
     out.mkdir(parents=True, exist_ok=True)
-    written = []
-    with tempfile.TemporaryDirectory() as tmp:
+    made = []
+    with tempfile.TemporaryDirectory(dir=out, prefix=".roundtrips.") as tmp:
         for category, colour in objects:
             name = f"{colour}_{category}"
-            mesh_path, latent_path = Path(tmp) / f"{name}.ply", Path(tmp) / f"{name}.pt"
+            mesh_path, latent_path, gif = (Path(tmp) / f"{name}{suffix}" for suffix in (".ply", ".pt", ".gif"))
             generate_asset(category, colour, seed=0).mesh.export(mesh_path)
             common = ["--model", model, "--device", device]
             if cli(["encode", str(mesh_path), "-o", str(latent_path), *common]) != 0:
                 raise RuntimeError(f"shap-e encode failed for {name}")
-            gif = out / f"{name}.gif"
             if cli(["render", str(latent_path), "-o", str(gif), "--size", str(size), "--views", str(views),
                     *common]) != 0:
                 raise RuntimeError(f"shap-e render failed for {name}")
-            written.append(gif)
+            made.append(gif)
+        written = [out / gif.name for gif in made]
+        for gif, target in zip(made, written):
+            os.replace(gif, target)
     return written
 
 
@@ -52,7 +59,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--views", type=int, default=20, help="frames per turntable")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     args = parser.parse_args(argv)
-    for gif in make_roundtrips(args.model, args.out, args.size, args.views, args.device):
+    if args.size < 1 or args.views < 1:
+        parser.error(f"--size and --views must be at least 1, got {args.size} and {args.views}")
+    try:
+        written = make_roundtrips(args.model, args.out, args.size, args.views, args.device)
+    except RuntimeError as e:
+        print(f"make_roundtrips: {e}; {args.out} is unchanged", file=sys.stderr)
+        return 2
+    for gif in written:
         print(f"wrote {gif}")
     return 0
 

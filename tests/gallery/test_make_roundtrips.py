@@ -3,6 +3,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -29,3 +30,19 @@ def test_round_trips_write_one_turntable_per_object_in_its_colour(tmp_path):
             assert red > green + 40 and red > blue + 40, (red, green, blue)
         else:
             assert green > red + 20 and green > blue + 20, (red, green, blue)
+
+
+def test_a_failed_round_trip_leaves_the_folder_as_it_was(tmp_path, capsys):
+    script = load_script()
+    (tmp_path / "red_mushroom.gif").write_bytes(b"the old picture")
+    assert script.main(["--out", str(tmp_path), "--model", "no-such-model", "--device", "cpu"]) == 2
+    assert "shap-e encode failed for red_mushroom" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["red_mushroom.gif"]
+    assert (tmp_path / "red_mushroom.gif").read_bytes() == b"the old picture"
+
+
+def test_a_size_or_view_count_below_one_is_refused_naming_the_option(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        load_script().main(["--out", str(tmp_path / "gifs"), "--views", "0"])
+    assert exit_info.value.code == 2 and "--size and --views must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "gifs").exists()
