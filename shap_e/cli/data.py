@@ -45,6 +45,10 @@ def add_commands(commands) -> None:
                          help="--stage text: draw the extra captions from the training templates and synonyms, "
                               "or from those plus more (augmented), or from those plus 18 more colour words per "
                               "colour (extended); never a held-out word")
+    latents.add_argument("--partial-captions", type=float, default=0.0, metavar="SHARE",
+                         help="--stage text: this share of the extra captions names only the category (\"a tall "
+                              "lamp\") or only the colour (\"a white object\"), half each: attribute dropout "
+                              "(default 0)")
     latents.set_defaults(run=run_latents)
 
 
@@ -71,6 +75,9 @@ def run_latents(args) -> None:
         raise CliError(f"--workers must be at least 1, got {args.workers}")
     if args.text_tokens < 0 or (args.text_tokens and args.stage != "text"):
         raise CliError(f"--text-tokens {args.text_tokens}: give a positive count with --stage text, or leave it out")
+    if not 0.0 <= args.partial_captions <= 1.0 or (args.partial_captions and args.stage != "text"):
+        raise CliError(f"--partial-captions {args.partial_captions}: give a share between 0 and 1 with --stage text, "
+                       "or leave it out")
     if args.weights is None and is_config_file(args.transmitter):
         raise CliError(f"--transmitter {args.transmitter} is a config without weights: pass its trained weights "
                        "with --weights (an untrained transmitter encodes meaningless latents)")
@@ -80,7 +87,7 @@ def run_latents(args) -> None:
     dataset = build_latent_dataset(
         model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size,
         refine_steps=args.refine_steps, cache_dir=args.cache_dir, text_tokens=args.text_tokens,
-        caption_vocabulary=args.captions, workers=args.workers,
+        caption_vocabulary=args.captions, workers=args.workers, partial_captions=args.partial_captions,
     )
     dataset.provenance.update(data=str(args.data), transmitter=args.transmitter, weights=str(weights))
     out = Path(args.out)

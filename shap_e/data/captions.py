@@ -25,6 +25,7 @@ __all__ = [
     "AUGMENT_PROPORTION_WORDS",
     "AUGMENT_TEMPLATES",
     "EXTENDED_COLOUR_SYNONYMS",
+    "GENERIC_NOUNS",
     "CATEGORY_SYNONYMS",
     "COLOUR_SYNONYMS",
     "HELDOUT_TEMPLATES",
@@ -35,6 +36,7 @@ __all__ = [
     "caption",
     "heldout_only_words",
     "names_heldout_synonym",
+    "partial_caption",
     "training_vocabulary",
     "words",
 ]
@@ -196,6 +198,8 @@ EXTENDED_COLOUR_SYNONYMS: Dict[str, Tuple[str, ...]] = {
              "cyan blue", "blue-green", "verdigris", "tropical water", "swimming pool blue", "light teal",
              "ice cyan", "sea green blue", "mint cyan", "turquoise blue", "bright cyan", "lagoon blue"),
 }
+# The nouns of a caption that names the colour but not the category (`partial_caption`).
+GENERIC_NOUNS: Tuple[str, ...] = ("object", "shape", "thing")
 # Each slot's (synonym table, augmenting synonyms, extending synonyms).
 _CATEGORY = (CATEGORY_SYNONYMS, AUGMENT_CATEGORY_SYNONYMS, {})
 _COLOUR = (COLOUR_SYNONYMS, AUGMENT_COLOUR_SYNONYMS, EXTENDED_COLOUR_SYNONYMS)
@@ -274,9 +278,7 @@ def caption(
         raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
     if len(colours) == 2 and category not in SECONDARY_PARTS:
         raise ValueError(f"category {category!r} has one part; pass one colour, not {tuple(colours)!r}")
-    templates = {"train": TRAIN_TEMPLATES, "heldout": HELDOUT_TEMPLATES,
-                 "augmented": TRAIN_TEMPLATES + AUGMENT_TEMPLATES, "extended": TRAIN_TEMPLATES + AUGMENT_TEMPLATES}
-    template = _pick(rng, templates[paraphrase_set])
+    template = _pick(rng, _templates(paraphrase_set))
     noun = _synonyms(_CATEGORY, category, paraphrase_set, rng, "category")
     colour = _synonyms(_COLOUR, colours[0], paraphrase_set, rng, "colour")
     size = _synonyms(_PROPORTION, proportion, paraphrase_set, rng, "proportion")
@@ -284,6 +286,55 @@ def caption(
     if len(colours) == 2 and colours[1] != colours[0]:
         np_text += " " + _secondary_clause(category, colours[1], paraphrase_set, rng)
     return template.format(np=np_text, a_np=f"{_article(np_text)} {np_text}")
+
+
+def partial_caption(
+    category: str,
+    colours: Sequence[str],
+    proportion: str,
+    rng: np.random.Generator,
+    keep: str,
+    paraphrase_set: str = "train",
+) -> str:
+    """Draw a caption that names one attribute of the object and leaves the other out.
+
+    For attribute dropout in a text prior's training captions: seeing "a tall lamp" and "a white
+    object" besides "a tall white lamp", a prior can learn the shape a noun asks for apart from the
+    colours it was seen with, and a colour apart from the shapes it was seen on.
+
+    :param keep: ``"category"``: "[proportion] noun", no colour; ``"colour"``: "[proportion] colour
+        object|shape|thing", no category and no second-colour clause (its part, legs or stem, would
+        name the category).
+    :param paraphrase_set: the templates and synonyms drawn from, as in :func:`caption`.
+    """
+    if keep not in ("category", "colour"):
+        raise ValueError(f"keep must be 'category' or 'colour', got {keep!r}")
+    if paraphrase_set not in PARAPHRASE_SETS:
+        raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")
+    if not 1 <= len(colours) <= 2:
+        raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
+    template = _pick(rng, _templates(paraphrase_set))
+    if keep == "category":
+        noun = _synonyms(_CATEGORY, category, paraphrase_set, rng, "category")
+    else:
+        _check_category(category)
+        noun = _synonyms(_COLOUR, colours[0], paraphrase_set, rng, "colour") + " " + _pick(rng, GENERIC_NOUNS)
+    size = _synonyms(_PROPORTION, proportion, paraphrase_set, rng, "proportion")
+    np_text = " ".join(w for w in (size, noun) if w)
+    return template.format(np=np_text, a_np=f"{_article(np_text)} {np_text}")
+
+
+def _templates(paraphrase_set: str) -> Tuple[str, ...]:
+    if paraphrase_set == "train":
+        return TRAIN_TEMPLATES
+    if paraphrase_set == "heldout":
+        return HELDOUT_TEMPLATES
+    return TRAIN_TEMPLATES + AUGMENT_TEMPLATES
+
+
+def _check_category(category: str) -> None:
+    if category not in CATEGORY_SYNONYMS:
+        raise ValueError(f"unknown category {category!r}; valid: {sorted(CATEGORY_SYNONYMS)}")
 
 
 def _secondary_clause(category: str, colour: str, paraphrase_set: str, rng: np.random.Generator) -> str:
@@ -300,7 +351,7 @@ def training_vocabulary() -> FrozenSet[str]:
     the ``"augmented"`` and ``"extended"`` sets' included."""
     templates = " ".join(TRAIN_TEMPLATES + AUGMENT_TEMPLATES)
     vocab = set(words(templates.replace("{a_np}", "").replace("{np}", "")))
-    vocab |= {"a", "an", _SECONDARY_CLAUSE}
+    vocab |= {"a", "an", _SECONDARY_CLAUSE, *GENERIC_NOUNS}
     for table, augment, extend in (_CATEGORY, _COLOUR, _PROPORTION):
         for key, (train, _) in table.items():
             vocab |= words(" ".join(train + augment[key] + extend.get(key, ())))

@@ -107,16 +107,34 @@ def refine_assets(
     return torch.cat(out)
 
 
-def training_captions(record: dict, count: int, seed: int, vocabulary: str = "train") -> List[str]:
+def training_captions(
+    record: dict, count: int, seed: int, vocabulary: str = "train", partial: float = 0.0
+) -> List[str]:
     """The asset's caption plus `count - 1` more drawn from the `vocabulary` ("train", "augmented"
-    for more templates and synonyms, "extended" for more colour words too; `shap_e.data.captions`)."""
+    for more templates and synonyms, "extended" for more colour words too; `shap_e.data.captions`).
+
+    partial: the share of the extra captions that name one attribute only (attribute dropout,
+    `shap_e.data.captions.partial_caption`), half of them the category alone and half the colour
+    alone. The choice has its own random stream, so with 0 the captions are those of earlier
+    versions, draw for draw.
+    """
     from shap_e.data import caption
+    from shap_e.data.captions import partial_caption
 
     if vocabulary not in CAPTION_VOCABULARIES:
         raise ValueError(f"caption vocabulary {vocabulary!r} is unknown; valid: {list(CAPTION_VOCABULARIES)}")
+    if not 0.0 <= partial <= 1.0:
+        raise ValueError(f"partial={partial} must be a share between 0 and 1")
     rng = np.random.default_rng([seed, int(record.get("seed", 0))])
-    extra = [caption(record["category"], record["colours"], record["proportion"], rng, vocabulary)
-             for _ in range(count - 1)]
+    choice = np.random.default_rng([seed, int(record.get("seed", 0)), 1])
+    args = (record["category"], record["colours"], record["proportion"], rng)
+    extra = []
+    for _ in range(count - 1):
+        if partial and choice.random() < partial:
+            extra.append(partial_caption(*args, keep=("category", "colour")[int(choice.integers(2))],
+                                         paraphrase_set=vocabulary))
+        else:
+            extra.append(caption(*args, vocabulary))
     return [record["caption"], *extra]
 
 
@@ -134,6 +152,7 @@ def build_latent_dataset(
     text_tokens: int = 0,
     caption_vocabulary: str = "train",
     workers: int = 1,
+    partial_captions: float = 0.0,
 ) -> LatentDataset:
     """Encode every asset of `data_dir` and pair it with `per_asset` conditions (see module doc).
 
@@ -145,6 +164,8 @@ def build_latent_dataset(
         `cache_dir` and computed by `workers` processes); 0 keeps the encoder's latents.
     cache_dir: the encoder batches are kept there too (`encode_assets`).
     caption_vocabulary: what the extra captions are drawn from (`training_captions`).
+    partial_captions: the share of the extra captions that name only the category or only the colour
+        (`training_captions`' `partial`; stage text).
     """
     if stage not in STAGES:
         raise ValueError(f"stage={stage!r} is unknown; valid: {list(STAGES)}")
@@ -156,6 +177,8 @@ def build_latent_dataset(
         raise ValueError(f"caption_vocabulary={caption_vocabulary!r} is unknown; valid: {list(CAPTION_VOCABULARIES)}")
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r} must be an int of at least 1")
+    if not 0.0 <= partial_captions <= 1.0 or (partial_captions and stage != "text"):
+        raise ValueError(f"partial_captions={partial_captions} must be 0, or a share up to 1 for stage 'text'")
     records = read_assets(data_dir)
     latents = encode_assets(transmitter, [r["path"] for r in records], seed, progress, cache_dir)
     if refine_steps:
@@ -166,7 +189,7 @@ def build_latent_dataset(
             from shap_e.models.sentence_encoder import SentenceEncoder
 
             text_encoder = SentenceEncoder.from_package()
-        texts = [t for r in records for t in training_captions(r, per_asset, seed, caption_vocabulary)]
+        texts = [t for r in records for t in training_captions(r, per_asset, seed, caption_vocabulary, partial_captions)]
         def embed(chunk: List[str]) -> torch.Tensor:
             if text_tokens:
                 return text_encoder.embed_text_grid(chunk, text_tokens)
@@ -182,7 +205,8 @@ def build_latent_dataset(
             for i, r in enumerate(tqdm(records, desc="render", disable=not progress))
         ])
     provenance = dict(stage=stage, n_assets=len(records), per_asset=per_asset, seed=seed, refine_steps=refine_steps)
-    provenance.update(dict(caption_vocabulary=caption_vocabulary, text_tokens=text_tokens) if stage == "text"
+    provenance.update(dict(caption_vocabulary=caption_vocabulary, text_tokens=text_tokens,
+                           partial_captions=partial_captions) if stage == "text"
                       else dict(image_size=image_size))
     return LatentDataset(latents.repeat_interleave(per_asset, dim=0), conditions,
                          {key: str(value) for key, value in provenance.items()})

@@ -66,6 +66,15 @@ def test_latents_command_rejects_text_tokens_for_the_image_stage(tmp_path, capsy
     assert "--text-tokens 24: give a positive count with --stage text" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("stage,share", [("text", "1.5"), ("text", "-0.1"), ("image", "0.3")])
+def test_latents_command_rejects_a_partial_caption_share_outside_0_1_or_for_images(tmp_path, capsys, stage, share):
+    argv = ["latents", str(tmp_path), "-o", str(tmp_path / "x.safetensors"), "--stage", stage,
+            "--transmitter", "transmitter-small", "--partial-captions", share]
+    assert main(argv) == 2
+    assert f"--partial-captions {float(share)}: give a share between 0 and 1 with --stage text" in capsys.readouterr().err
+    assert not (tmp_path / "x.safetensors").exists()
+
+
 def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative_steps(
     tmp_path, points_only_transmitter, capsys
 ):

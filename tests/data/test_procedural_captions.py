@@ -1,4 +1,6 @@
 """Captions: they name what is built, and the held-out paraphrase set never leaks into training."""
+import re
+
 import numpy as np
 import pytest
 
@@ -9,12 +11,14 @@ from shap_e.data.captions import (
     CATEGORY_SYNONYMS,
     COLOUR_SYNONYMS,
     EXTENDED_COLOUR_SYNONYMS,
+    GENERIC_NOUNS,
     HELDOUT_TEMPLATES,
     PROPORTION_WORDS,
     TRAIN_TEMPLATES,
     caption,
     heldout_only_words,
     names_heldout_synonym,
+    partial_caption,
     training_vocabulary,
     words,
 )
@@ -178,3 +182,45 @@ def test_the_augmentation_takes_no_word_from_the_heldout_set():
         for _, extra in table.values():
             heldout |= words(" ".join(extra))
     assert heldout - core == set(heldout_only_words())
+
+
+def _names_any(text, phrases):
+    """Whether `text`, less the template's own "white background", contains one of `phrases` as whole words."""
+    padded = " " + " ".join(re.findall(r"[a-z0-9'-]+", text.lower().replace("on a white background", ""))) + " "
+    return any(f" {phrase} " in padded for phrase in phrases)
+
+
+def test_partial_captions_name_only_the_attribute_they_keep():
+    rng = np.random.default_rng(0)
+    all_colour_names = [n for c in COLOURS for n in COLOUR_SYNONYMS[c][0] + AUGMENT_COLOUR_SYNONYMS[c]]
+    all_nouns = [n for c in CATEGORIES for n in CATEGORY_SYNONYMS[c][0] + AUGMENT_CATEGORY_SYNONYMS[c]]
+    # "coffee" (brown) is also a word of "coffee table": such shared words say nothing either way
+    noun_words, colour_words = set().union(*map(words, all_nouns)), set().union(*map(words, all_colour_names))
+    all_colour_names = [n for n in all_colour_names if not words(n) & noun_words]
+    all_nouns = [n for n in all_nouns if not words(n) & colour_words]
+    parts = ("legs", "stem", "base", "hat")
+    seen_generic = set()
+    for category in CATEGORIES:
+        colours = ("red", "blue") if category in MULTI_PART else ("red",)
+        for proportion in PROPORTIONS:
+            for _ in range(4):
+                shape = partial_caption(category, colours, proportion, rng, "category", "augmented")
+                assert _names_any(shape, CATEGORY_SYNONYMS[category][0] + AUGMENT_CATEGORY_SYNONYMS[category]), shape
+                assert not _names_any(shape, all_colour_names) and not words(shape) & set(parts), shape
+                colour = partial_caption(category, colours, proportion, rng, "colour", "augmented")
+                assert _names_any(colour, COLOUR_SYNONYMS["red"][0] + AUGMENT_COLOUR_SYNONYMS["red"]), colour
+                assert not _names_any(colour, all_nouns) and not words(colour) & set(parts), colour
+                assert not _names_any(colour, COLOUR_SYNONYMS["blue"][0] + AUGMENT_COLOUR_SYNONYMS["blue"]), colour
+                seen_generic |= words(colour) & set(GENERIC_NOUNS)
+                assert words(shape) | words(colour) <= training_vocabulary()
+    assert seen_generic == set(GENERIC_NOUNS)
+
+
+def test_partial_caption_rejects_an_unknown_attribute_or_category():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="keep must be 'category' or 'colour'"):
+        partial_caption("cube", ("red",), "regular", rng, "size")
+    with pytest.raises(ValueError, match="unknown category 'teapot'"):
+        partial_caption("teapot", ("red",), "regular", rng, "colour")
+    with pytest.raises(ValueError, match="unknown colour 'mauve'"):
+        partial_caption("cube", ("mauve",), "regular", rng, "colour")

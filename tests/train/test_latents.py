@@ -1,10 +1,14 @@
 """Latent datasets for prior training: every asset encoded once, paired with its conditions."""
 
+import re
+
+import numpy as np
 import pytest
 import torch
 
 from shap_e.data import write_dataset
-from shap_e.data.captions import words
+from shap_e.data.captions import AUGMENT_CATEGORY_SYNONYMS, AUGMENT_COLOUR_SYNONYMS, CATEGORY_SYNONYMS, \
+    COLOUR_SYNONYMS, caption, words
 from shap_e.models.configs import model_from_config
 from shap_e.train.latents import build_latent_dataset, encode_assets, read_assets, training_captions
 
@@ -50,13 +54,55 @@ def test_augmented_captions_keep_the_asset_caption_and_add_new_words(setup):
                                 progress=False, caption_vocabulary="augmented")
     torch.testing.assert_close(data.conditions[12:24], WordCountEncoder().embed_text(augmented))
     assert data.provenance == {"stage": "text", "n_assets": "3", "per_asset": "12", "seed": "0", "refine_steps": "0",
-                               "caption_vocabulary": "augmented", "text_tokens": "0"}
+                               "caption_vocabulary": "augmented", "text_tokens": "0", "partial_captions": "0.0"}
     extended = training_captions(record, 12, seed=0, vocabulary="extended")
     assert extended[0] == record["caption"] and extended != augmented
     with pytest.raises(ValueError, match="caption vocabulary 'heldout'"):
         training_captions(record, 2, seed=0, vocabulary="heldout")
     with pytest.raises(ValueError, match="caption_vocabulary='wide'"):
         build_latent_dataset(transmitter, folder, "text", caption_vocabulary="wide")
+
+
+RED_CUBE = dict(caption="a tall red cube", category="cube", colours=["red"], proportion="tall", seed=7)
+
+
+def _names(text, phrases):
+    padded = " " + " ".join(re.findall(r"[a-z0-9'-]+", text.lower())) + " "
+    return any(f" {phrase} " in padded for phrase in phrases)
+
+
+def test_partial_captions_replace_a_share_of_the_extra_captions_and_zero_keeps_the_old_draws():
+    rng = np.random.default_rng([0, RED_CUBE["seed"]])
+    before = [RED_CUBE["caption"]] + [caption("cube", ["red"], "tall", rng, "augmented") for _ in range(11)]
+    assert training_captions(RED_CUBE, 12, seed=0, vocabulary="augmented") == before
+    assert training_captions(RED_CUBE, 12, seed=0, vocabulary="augmented", partial=0.0) == before
+    nouns = CATEGORY_SYNONYMS["cube"][0] + AUGMENT_CATEGORY_SYNONYMS["cube"]
+    reds = COLOUR_SYNONYMS["red"][0] + AUGMENT_COLOUR_SYNONYMS["red"]
+
+    def kinds(partial):
+        texts = training_captions(RED_CUBE, 201, seed=0, vocabulary="augmented", partial=partial)
+        assert texts[0] == RED_CUBE["caption"]
+        assert texts == training_captions(RED_CUBE, 201, seed=0, vocabulary="augmented", partial=partial)
+        return [(_names(t, nouns), _names(t, reds)) for t in texts[1:]]
+
+    assert set(kinds(0.0)) == {(True, True)}
+    assert sorted(set(kinds(1.0))) == [(False, True), (True, False)]  # every extra caption keeps one attribute
+    half = kinds(0.5)
+    assert 70 <= half.count((True, True)) <= 130 and 25 <= half.count((True, False)) <= 75
+    with pytest.raises(ValueError, match="partial=1.5 must be a share between 0 and 1"):
+        training_captions(RED_CUBE, 4, seed=0, partial=1.5)
+
+
+def test_partial_captions_are_recorded_and_refused_for_the_image_stage(setup):
+    folder, transmitter = setup
+    data = build_latent_dataset(transmitter, folder, "text", per_asset=4, text_encoder=WordCountEncoder(),
+                                progress=False, caption_vocabulary="augmented", partial_captions=0.5)
+    record = read_assets(folder)[0]
+    torch.testing.assert_close(data.conditions[:4], WordCountEncoder().embed_text(
+        training_captions(record, 4, seed=0, vocabulary="augmented", partial=0.5)))
+    assert data.provenance["partial_captions"] == "0.5"
+    with pytest.raises(ValueError, match="partial_captions=0.5 must be 0, or a share up to 1 for stage 'text'"):
+        build_latent_dataset(transmitter, folder, "image", partial_captions=0.5)
 
 
 class WordLengthGrid:
