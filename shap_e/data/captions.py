@@ -272,10 +272,7 @@ def caption(
         "augmented" draws from the training and the ``AUGMENT_*`` templates/synonyms; "extended"
         draws half its colour names from :data:`EXTENDED_COLOUR_SYNONYMS` instead.
     """
-    if paraphrase_set not in PARAPHRASE_SETS:
-        raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")
-    if not 1 <= len(colours) <= 2:
-        raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
+    _check_set_and_colours(paraphrase_set, colours)
     if len(colours) == 2 and category not in SECONDARY_PARTS:
         raise ValueError(f"category {category!r} has one part; pass one colour, not {tuple(colours)!r}")
     template = _pick(rng, _templates(paraphrase_set))
@@ -285,7 +282,7 @@ def caption(
     np_text = " ".join(w for w in (size, colour, noun) if w)
     if len(colours) == 2 and colours[1] != colours[0]:
         np_text += " " + _secondary_clause(category, colours[1], paraphrase_set, rng)
-    return template.format(np=np_text, a_np=f"{_article(np_text)} {np_text}")
+    return _fill(template, np_text)
 
 
 def partial_caption(
@@ -309,10 +306,7 @@ def partial_caption(
     """
     if keep not in ("category", "colour"):
         raise ValueError(f"keep must be 'category' or 'colour', got {keep!r}")
-    if paraphrase_set not in PARAPHRASE_SETS:
-        raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")
-    if not 1 <= len(colours) <= 2:
-        raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
+    _check_set_and_colours(paraphrase_set, colours)
     template = _pick(rng, _templates(paraphrase_set))
     if keep == "category":
         noun = _synonyms(_CATEGORY, category, paraphrase_set, rng, "category")
@@ -321,6 +315,17 @@ def partial_caption(
         noun = _synonyms(_COLOUR, colours[0], paraphrase_set, rng, "colour") + " " + _pick(rng, GENERIC_NOUNS)
     size = _synonyms(_PROPORTION, proportion, paraphrase_set, rng, "proportion")
     np_text = " ".join(w for w in (size, noun) if w)
+    return _fill(template, np_text)
+
+
+def _check_set_and_colours(paraphrase_set: str, colours: Sequence[str]) -> None:
+    if paraphrase_set not in PARAPHRASE_SETS:
+        raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")
+    if not 1 <= len(colours) <= 2:
+        raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
+
+
+def _fill(template: str, np_text: str) -> str:
     return template.format(np=np_text, a_np=f"{_article(np_text)} {np_text}")
 
 
