@@ -15,7 +15,7 @@ Every slot has synonyms. The words are split in disjoint paraphrase sets:
   half the colour names are drawn from the extending words, half from the augmented set's.
 """
 import re
-from typing import Dict, FrozenSet, List, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Sequence, Tuple
 
 import numpy as np
 
@@ -239,8 +239,7 @@ def _synonyms(slot: Tuple[Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]], Di
                           Dict[str, Tuple[str, ...]]],
               key: str, paraphrase_set: str, rng: np.random.Generator, what: str) -> str:
     table, augment, extend = slot
-    if key not in table:
-        raise ValueError(f"unknown {what} {key!r}; valid: {sorted(table)}")
+    _check_known(table, key, what)
     train, extra = table[key]
     if paraphrase_set == "heldout":
         # Held-out captions mix held-out and training synonyms: the template alone already makes them new.
@@ -272,9 +271,7 @@ def caption(
         "augmented" draws from the training and the ``AUGMENT_*`` templates/synonyms; "extended"
         draws half its colour names from :data:`EXTENDED_COLOUR_SYNONYMS` instead.
     """
-    _check_set_and_colours(paraphrase_set, colours)
-    if len(colours) == 2 and category not in SECONDARY_PARTS:
-        raise ValueError(f"category {category!r} has one part; pass one colour, not {tuple(colours)!r}")
+    _check_caption_args(category, colours, paraphrase_set)
     template = _pick(rng, _templates(paraphrase_set))
     noun = _synonyms(_CATEGORY, category, paraphrase_set, rng, "category")
     colour = _synonyms(_COLOUR, colours[0], paraphrase_set, rng, "colour")
@@ -306,23 +303,31 @@ def partial_caption(
     """
     if keep not in ("category", "colour"):
         raise ValueError(f"keep must be 'category' or 'colour', got {keep!r}")
-    _check_set_and_colours(paraphrase_set, colours)
+    _check_caption_args(category, colours, paraphrase_set)
     template = _pick(rng, _templates(paraphrase_set))
     if keep == "category":
         noun = _synonyms(_CATEGORY, category, paraphrase_set, rng, "category")
     else:
-        _check_category(category)
         noun = _synonyms(_COLOUR, colours[0], paraphrase_set, rng, "colour") + " " + _pick(rng, GENERIC_NOUNS)
     size = _synonyms(_PROPORTION, proportion, paraphrase_set, rng, "proportion")
     np_text = " ".join(w for w in (size, noun) if w)
     return _fill(template, np_text)
 
 
-def _check_set_and_colours(paraphrase_set: str, colours: Sequence[str]) -> None:
+def _check_caption_args(category: str, colours: Sequence[str], paraphrase_set: str) -> None:
+    """The checks `caption` and `partial_caption` share; each colour name is checked where it is drawn."""
     if paraphrase_set not in PARAPHRASE_SETS:
         raise ValueError(f"paraphrase_set must be one of {PARAPHRASE_SETS}, got {paraphrase_set!r}")
+    _check_known(CATEGORY_SYNONYMS, category, "category")
     if not 1 <= len(colours) <= 2:
         raise ValueError(f"colours must hold one or two colour names, got {tuple(colours)!r}")
+    if len(colours) == 2 and category not in SECONDARY_PARTS:
+        raise ValueError(f"category {category!r} has one part; pass one colour, not {tuple(colours)!r}")
+
+
+def _check_known(table: Dict[str, Any], key: str, what: str) -> None:
+    if key not in table:
+        raise ValueError(f"unknown {what} {key!r}; valid: {sorted(table)}")
 
 
 def _fill(template: str, np_text: str) -> str:
@@ -335,11 +340,6 @@ def _templates(paraphrase_set: str) -> Tuple[str, ...]:
     if paraphrase_set == "heldout":
         return HELDOUT_TEMPLATES
     return TRAIN_TEMPLATES + AUGMENT_TEMPLATES
-
-
-def _check_category(category: str) -> None:
-    if category not in CATEGORY_SYNONYMS:
-        raise ValueError(f"unknown category {category!r}; valid: {sorted(CATEGORY_SYNONYMS)}")
 
 
 def _secondary_clause(category: str, colour: str, paraphrase_set: str, rng: np.random.Generator) -> str:

@@ -224,3 +224,5 @@ def test_partial_caption_rejects_an_unknown_attribute_or_category():
         partial_caption("teapot", ("red",), "regular", rng, "colour")
     with pytest.raises(ValueError, match="unknown colour 'mauve'"):
         partial_caption("cube", ("mauve",), "regular", rng, "colour")
+    with pytest.raises(ValueError, match="category 'cube' has one part"):
+        partial_caption("cube", ("red", "blue"), "regular", rng, "category")
