@@ -1,6 +1,6 @@
 """Can a read-out of the sentence encoder's states name a colour word the text prior never saw?
 
-    python -m bench.colour_words [--per-word 12] [--steps 500]
+    python -m bench.colour_words [--per-word 12] [--steps 500] [--layers 0]
 
 For each caption vocabulary a text prior may train on (`shap-e latents --captions augmented|extended`),
 a linear probe (multinomial logistic regression) learns to name the colour of every colour word of
@@ -10,6 +10,8 @@ built from the held-out templates ("behold: a ruby chair"). The features are the
 state (mean over its word pieces) beside the caption's mean state, standardised: what a prior reading
 the token states can see of the word. A probe is no prior, but a vocabulary whose probe cannot name
 the held-out words gives the prior nothing to generalise from either (session 16, `text-small` card).
+`--layers` reads other hidden states than the last (0: the embedding layer's output, each word
+piece's lexical vector; several are concatenated), as a prior with `text_layers:` does (session 33).
 
 A second table names each held-out colour word by its nearest word of the vocabulary (cosine of the
 encoder's sentence embeddings of the bare words): what replacing an unseen prompt word by the nearest
@@ -60,8 +62,8 @@ def captions_for(pairs: Sequence[Tuple[str, str]], templates: Sequence[str], per
 
 
 def minilm_word_features(encoder) -> WordFeatures:
-    """The word's last-layer state (mean over its word pieces) and the caption's mean state, `[2 * 384]`,
-    from a `SentenceEncoder` (special tokens excluded from the mean)."""
+    """The word's state (mean over its word pieces) and the caption's mean state, `[2 * embedding_dim]`,
+    from a `SentenceEncoder`'s token states (its `layers`; special tokens excluded from the mean)."""
     def features(text: str, word: str) -> torch.Tensor:
         batch = encoder.tokenizer([text], return_tensors="pt")
         ids = batch["input_ids"][0].tolist()
@@ -69,8 +71,7 @@ def minilm_word_features(encoder) -> WordFeatures:
         start = next((i for i in range(len(ids)) if ids[i:i + len(pieces)] == pieces), None)
         if not pieces or start is None:
             raise ValueError(f"the word pieces of {word!r} do not appear in the caption {text!r}")
-        with torch.no_grad():
-            hidden = encoder.model(**batch).last_hidden_state[0].float()  # [tokens, width]
+        hidden = encoder.token_states([text])[0][0]  # [tokens, width]
         return torch.cat([hidden[start:start + len(pieces)].mean(dim=0), hidden[1:-1].mean(dim=0)])
 
     return features
@@ -131,15 +132,23 @@ def main(argv=None) -> None:
     parser.add_argument("--per-word", type=int, default=12, help="captions per colour word")
     parser.add_argument("--steps", type=int, default=500, help="probe optimiser steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--layers", metavar="I,J",
+                        help="MiniLM hidden states the probe reads, concatenated (0: the embedding layer; "
+                             "default: the last layer)")
     args = parser.parse_args(argv)
     if args.per_word < 1 or args.steps < 1:
         parser.error(f"--per-word and --steps must be positive, got {args.per_word} and {args.steps}")
     from shap_e.models.sentence_encoder import SentenceEncoder
 
+    try:
+        layers = None if args.layers is None else [int(i) for i in args.layers.split(",")]
+        probe_encoder = SentenceEncoder.from_package(layers=layers)
+    except ValueError as e:
+        parser.error(f"--layers {args.layers}: {e}")
     torch.set_num_threads(1)
+    results = colour_word_probe(minilm_word_features(probe_encoder), args.per_word, args.steps, args.seed)
+    print(f"threads: {torch.get_num_threads()}, layers: {args.layers or 'last'}\n" + markdown(results, args.per_word))
     encoder = SentenceEncoder.from_package()
-    results = colour_word_probe(minilm_word_features(encoder), args.per_word, args.steps, args.seed)
-    print(f"threads: {torch.get_num_threads()}\n" + markdown(results, args.per_word))
     print("\n" + nearest_markdown(nearest_word_colours(encoder.embed_text)))
 
 

@@ -49,6 +49,10 @@ def add_commands(commands) -> None:
                          help="--stage text: this share of the extra captions names only the category (\"a tall "
                               "lamp\") or only the colour (\"a white object\"), half each: attribute dropout "
                               "(default 0)")
+    latents.add_argument("--text-layers", metavar="I,J",
+                         help="--stage text: read the captions from these MiniLM hidden states, concatenated "
+                              "(0: the embedding layer, 6: the last), for a prior whose config says text_layers: "
+                              "[I, J] (default: the last layer)")
     latents.set_defaults(run=run_latents)
 
 
@@ -66,6 +70,7 @@ def run_dataset(args) -> None:
 
 def run_latents(args) -> None:
     from shap_e.cli import CliError
+    from shap_e.models.sentence_encoder import SentenceEncoder
     from shap_e.train.latents import build_latent_dataset
     from shap_e.train.run import build_model, is_config_file, training_device
 
@@ -78,6 +83,16 @@ def run_latents(args) -> None:
     if not 0.0 <= args.partial_captions <= 1.0 or (args.partial_captions and args.stage != "text"):
         raise CliError(f"--partial-captions {args.partial_captions}: give a share between 0 and 1 with --stage text, "
                        "or leave it out")
+    text_layers = None
+    if args.text_layers is not None:
+        if args.stage != "text":
+            raise CliError("--text-layers picks MiniLM's hidden states: give it with --stage text, or leave it out")
+        try:
+            text_layers = [int(i) for i in args.text_layers.split(",")]
+            SentenceEncoder.from_package(layers=text_layers)  # checks the indices; loads nothing yet
+        except ValueError as e:
+            raise CliError(f"--text-layers {args.text_layers}: give distinct MiniLM hidden-state indices separated "
+                           f"by commas, such as 0,6 ({e})") from e
     if args.weights is None and is_config_file(args.transmitter):
         raise CliError(f"--transmitter {args.transmitter} is a config without weights: pass its trained weights "
                        "with --weights (an untrained transmitter encodes meaningless latents)")
@@ -88,6 +103,7 @@ def run_latents(args) -> None:
         model, args.data, args.stage, per_asset=args.per_asset, seed=args.seed, image_size=args.image_size,
         refine_steps=args.refine_steps, cache_dir=args.cache_dir, text_tokens=args.text_tokens,
         caption_vocabulary=args.captions, workers=args.workers, partial_captions=args.partial_captions,
+        text_layers=text_layers,
     )
     dataset.provenance.update(data=str(args.data), transmitter=args.transmitter, weights=str(weights))
     out = Path(args.out)

@@ -5,7 +5,7 @@ Configs are the constructor keyword arguments of the official release (`shap_e/c
 """
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 import torch
 import torch.nn as nn
@@ -74,7 +74,7 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
     )
 
     check_keys(
-        config, {"name", "d_latent", "latent_ctx", "inner", "conditioner", "image_encoder", "latent_head"},
+        config, {"name", "d_latent", "latent_ctx", "inner", "conditioner", "image_encoder", "latent_head", "text_layers"},
         "SplitVectorDiffusion",
     )
     inner = dict(config["inner"])
@@ -106,7 +106,21 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
         wrapped=wrapped, d_latent=d_latent, latent_ctx=latent_ctx, conditioner=config.get("conditioner", "clip"),
         image_encoder=image_encoder,
         latent_head=_latent_head(config.get("latent_head", False), image_encoder, d_latent, device),
+        text_layers=_text_layers(config.get("text_layers")),
     )
+
+
+def _text_layers(layers: Any) -> Optional[List[int]]:
+    """`text_layers:` of a MiniLM prior: None, or distinct hidden-state indices (their upper bound is
+    checked when the encoder loads)."""
+    from shap_e.models.sentence_encoder import check_layers
+
+    if layers is None:
+        return None
+    try:
+        return list(check_layers(layers))
+    except ValueError as e:
+        raise ValueError(f"text_layers: {e}; for example [0, 6]") from e
 
 
 def _latent_head(enabled: Any, image_encoder: Optional[nn.Module], d_latent: int, device) -> Optional[nn.Module]:

@@ -172,9 +172,15 @@ class SplitVectorDiffusion(nn.Module):
         conditioner: str = "clip",
         image_encoder: Optional[nn.Module] = None,
         latent_head: Optional[nn.Module] = None,
+        text_layers: Optional[List[int]] = None,
     ):
+        """text_layers: the MiniLM hidden states a `minilm`/`minilm_tokens` prior reads its captions
+        from, concatenated (`SentenceEncoder`'s `layers`; None: the last layer)."""
         super().__init__()
         _check_conditioner(wrapped, conditioner, image_encoder)
+        if text_layers is not None and conditioner not in ("minilm", "minilm_tokens"):
+            raise ValueError(f"text_layers picks MiniLM's hidden states; it needs conditioner 'minilm' or "
+                             f"'minilm_tokens', not {conditioner!r}")
         if latent_head is not None and image_encoder is None:
             raise ValueError("a latent_head reads the prior's own image grid; it needs conditioner='grid_encoder'")
         self.d_latent = d_latent
@@ -185,6 +191,7 @@ class SplitVectorDiffusion(nn.Module):
         self.image_encoder = image_encoder
         # The image encoder's regression of the latent (`LatentHead`), a start for sampling; optional.
         self.latent_head = latent_head
+        self.text_layers = text_layers
         self._clip = None
 
     @property
@@ -258,7 +265,16 @@ class SplitVectorDiffusion(nn.Module):
             if self.conditioner in ("minilm", "minilm_tokens"):
                 from shap_e.models.sentence_encoder import SentenceEncoder
 
-                self._clip = SentenceEncoder.from_package(device=self.wrapped.input_proj.weight.device)
+                encoder = SentenceEncoder.from_package(device=self.wrapped.input_proj.weight.device,
+                                                       layers=self.text_layers)
+                width = self.wrapped.cond_width if self.conditioner == "minilm" else self.wrapped.grid_shape[0]
+                if encoder.embedding_dim != width:
+                    raise ValueError(
+                        f"MiniLM's states of text_layers={self.text_layers} have {encoder.embedding_dim} channels "
+                        f"but this prior reads {width}; set the inner model's "
+                        f"{'cond_width' if self.conditioner == 'minilm' else 'grid_channels'} to {encoder.embedding_dim}"
+                    )
+                self._clip = encoder
             else:
                 from shap_e.models.clip import default_clip
 

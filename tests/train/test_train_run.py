@@ -115,6 +115,23 @@ def test_text_stage_trains_a_prior_on_caption_token_grids(tmp_path):
     assert not torch.equal(weights[0.0][key], weights[0.5][key])
 
 
+@pytest.mark.parametrize("made, reads, message", [
+    (None, [0], "read from MiniLM's last layer, but the model config says text_layers: [0]"),
+    ("0", None, "read from MiniLM's hidden states 0, but the model config says text_layers: None"),
+    ("0,6", [6, 0], "read from MiniLM's hidden states 0,6, but the model config says text_layers: [6, 0]"),
+])
+def test_latents_read_from_other_minilm_layers_than_the_prior_are_refused(tmp_path, capsys, made, reads, message):
+    token_prior = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm_tokens",
+                   "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1,
+                             "heads": 2, "grid_channels": 16, "grid_tokens": 3}, "text_layers": reads}
+    provenance = {} if made is None else {"text_layers": made}
+    LatentDataset(torch.zeros(4, 32), torch.zeros(4, 16, 3), provenance).save(tmp_path / "grids.safetensors")
+    config = write_config(tmp_path, model=token_prior, data=str(tmp_path / "grids.safetensors"))
+    assert main(["train", "text", "--config", str(config)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
 def test_a_bad_world_size_from_the_launcher_is_a_one_line_error(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "two")
     assert main(["train", "text", "--config", str(write_config(tmp_path))]) == 2
