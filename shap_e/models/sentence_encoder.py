@@ -172,7 +172,8 @@ def check_layers(layers: Sequence[int], n_layers: Optional[int] = None) -> Tuple
     valid = "from 0 (the embedding layer)" + ("" if n_layers is None else f" to {n_layers} (the last layer)")
     if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence) or not layers:
         raise ValueError(f"layers={layers!r} must be a non-empty list of hidden-state indices {valid}")
-    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= (n_layers or i) for i in layers):
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 and (n_layers is None or i <= n_layers)
+               for i in layers):
         raise ValueError(f"layers={list(layers)} must hold hidden-state indices {valid}")
     if len(set(layers)) != len(layers):
         raise ValueError(f"layers={list(layers)} names a hidden state twice")
