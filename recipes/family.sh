@@ -50,7 +50,7 @@ prior_chain() {
   shap-e train "$stage" --config "recipes/$stage-small.yaml"
   ts "${stage}_done"
 }
-prior_chain text runs/small/train --text-tokens 24 --per-asset 16 --captions augmented \
+prior_chain text runs/small/train --text-tokens 24 --text-layers 0 --per-asset 16 --captions augmented \
   > runs/small/text_chain.log 2>&1 &
 TEXT_CHAIN=$!
 prior_chain image runs/small/train_image --per-asset 4 > runs/small/image_chain.log 2>&1 &

@@ -174,7 +174,7 @@ for _spec in (
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
     ModelSpec("text-small", "text_small_config.yaml",
-              sha256="b5e50b8769172083037a582f199c8d8e24e4af27f2e6f872198add061d0b8451",
+              sha256="dc3645c4f63b4ed49eba898bbb4a769a50040838188374c55a636139d0cacb64",
               weights_file="text-small.safetensors", n_params=1_004_224, decoders=("transmitter-small",),
               guidance_scale=2.0, diffusion="diffusion-small",
               description="small text prior (MiniLM token states) for procedural shapes (bundled)"),

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,6 +57,10 @@ def check_prior_chains(chains):
     latents = [c for c in chains if c.startswith("latents")]
     assert all("--weights runs/small/transmitter_encoder_2/model.safetensors" in c for c in latents)
     assert all("--cache-dir runs/small/cache" in c for c in latents)  # stage 1's cached encoder batches
+    # the text latents read the MiniLM hidden states the bundled prior reads when it samples
+    layers = yaml.safe_load((REPO / "shap_e" / "configs" / "text_small_config.yaml").read_text())["text_layers"]
+    text_latents = [c for c in latents if c.startswith("latents runs/small/train ")]
+    assert len(text_latents) == 1 and f"--text-layers {','.join(map(str, layers))} " in text_latents[0]
 
 
 def test_family_script_with_two_transmitter_threads_runs_each_stage_alone(family):
