@@ -138,6 +138,12 @@ def training_captions(
     return [record["caption"], *extra]
 
 
+def text_layers_record(layers: Optional[Sequence[int]]) -> Optional[str]:
+    """How a latent file's provenance names the MiniLM hidden states its captions were read from
+    ("0,6"; None for the last layer, which records nothing)."""
+    return None if layers is None else ",".join(map(str, layers))
+
+
 def build_latent_dataset(
     transmitter: nn.Module,
     data_dir,
@@ -215,7 +221,7 @@ def build_latent_dataset(
                            partial_captions=partial_captions) if stage == "text"
                       else dict(image_size=image_size))
     if text_layers is not None:
-        provenance["text_layers"] = ",".join(map(str, text_layers))
+        provenance["text_layers"] = text_layers_record(text_layers)
     return LatentDataset(latents.repeat_interleave(per_asset, dim=0), conditions,
                          {key: str(value) for key, value in provenance.items()})
 

@@ -194,9 +194,11 @@ def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["Lat
 def _check_text_layers(model: torch.nn.Module, provenance: Dict[str, str]) -> None:
     """Refuse latents whose captions were read from other MiniLM hidden states than the prior reads
     when it samples (`shap-e latents --text-layers` against the model config's `text_layers`)."""
+    from shap_e.train.latents import text_layers_record
+
     made = provenance.get("text_layers")
     reads = getattr(model, "text_layers", None)
-    if made != (None if reads is None else ",".join(map(str, reads))):
+    if made != text_layers_record(reads):
         source = "MiniLM's last layer" if made is None else f"MiniLM's hidden states {made}"
         raise ValueError(
             f"the latents' captions were read from {source}, but the model config says text_layers: {reads}; "
