@@ -124,12 +124,23 @@ def test_latents_read_from_other_minilm_layers_than_the_prior_are_refused(tmp_pa
     token_prior = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm_tokens",
                    "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1,
                              "heads": 2, "grid_channels": 16, "grid_tokens": 3}, "text_layers": reads}
-    provenance = {} if made is None else {"text_layers": made}
+    provenance = {"stage": "text"} if made is None else {"stage": "text", "text_layers": made}
     LatentDataset(torch.zeros(4, 32), torch.zeros(4, 16, 3), provenance).save(tmp_path / "grids.safetensors")
     config = write_config(tmp_path, model=token_prior, data=str(tmp_path / "grids.safetensors"))
     assert main(["train", "text", "--config", str(config)]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+def test_latents_without_a_provenance_are_not_checked_for_minilm_layers(tmp_path):
+    token_prior = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm_tokens",
+                   "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1,
+                             "heads": 2, "grid_channels": 16, "grid_tokens": 3}, "text_layers": [0]}
+    LatentDataset(torch.zeros(4, 32), torch.zeros(4, 16, 3)).save(tmp_path / "grids.safetensors")
+    config = write_config(tmp_path, model=token_prior, data=str(tmp_path / "grids.safetensors"),
+                          train={"steps": 1, "out_dir": str(tmp_path / "run"), "progress": False})
+    assert main(["train", "text", "--config", str(config)]) == 0
+    assert (tmp_path / "run" / "model.safetensors").exists()
 
 
 def test_a_bad_world_size_from_the_launcher_is_a_one_line_error(tmp_path, capsys, monkeypatch):
