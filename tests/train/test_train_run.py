@@ -19,6 +19,11 @@ TINY_TEXT = {
               "time_token_cond": True, "token_cond": True, "use_pos_emb": True, "cond_width": 16},
 }
 
+# a tiny prior over 16 x 3 caption token grids (`conditioner: minilm_tokens`)
+TOKEN_PRIOR = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm_tokens",
+               "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1,
+                         "heads": 2, "grid_channels": 16, "grid_tokens": 3}}
+
 
 def write_config(tmp_path, **overrides):
     g = torch.Generator().manual_seed(0)
@@ -95,9 +100,7 @@ def test_stage_must_match_the_model_conditioning(tmp_path, capsys):
 
 
 def test_text_stage_trains_a_prior_on_caption_token_grids(tmp_path):
-    token_prior = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm_tokens",
-                   "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1,
-                             "heads": 2, "grid_channels": 16, "grid_tokens": 3}}
+    token_prior = TOKEN_PRIOR
     g = torch.Generator().manual_seed(0)
     LatentDataset(torch.tanh(torch.randn(6, 32, generator=g)), torch.randn(6, 16, 3, generator=g)).save(
         tmp_path / "grids.safetensors"
@@ -121,9 +124,7 @@ def test_text_stage_trains_a_prior_on_caption_token_grids(tmp_path):
     ("0,6", [6, 0], "read from MiniLM's hidden states 0,6, but the model config says text_layers: [6, 0]"),
 ])
 def test_latents_read_from_other_minilm_layers_than_the_prior_are_refused(tmp_path, capsys, made, reads, message):
-    token_prior = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm_tokens",
-                   "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1,
-                             "heads": 2, "grid_channels": 16, "grid_tokens": 3}, "text_layers": reads}
+    token_prior = dict(TOKEN_PRIOR, text_layers=reads)
     provenance = {"stage": "text"} if made is None else {"stage": "text", "text_layers": made}
     LatentDataset(torch.zeros(4, 32), torch.zeros(4, 16, 3), provenance).save(tmp_path / "grids.safetensors")
     config = write_config(tmp_path, model=token_prior, data=str(tmp_path / "grids.safetensors"))
@@ -133,9 +134,7 @@ def test_latents_read_from_other_minilm_layers_than_the_prior_are_refused(tmp_pa
 
 
 def test_latents_without_a_provenance_are_not_checked_for_minilm_layers(tmp_path):
-    token_prior = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, "conditioner": "minilm_tokens",
-                   "inner": {"name": "CLIPImageGridPointDiffusionTransformer", "width": 32, "layers": 1,
-                             "heads": 2, "grid_channels": 16, "grid_tokens": 3}, "text_layers": [0]}
+    token_prior = dict(TOKEN_PRIOR, text_layers=[0])
     LatentDataset(torch.zeros(4, 32), torch.zeros(4, 16, 3)).save(tmp_path / "grids.safetensors")
     config = write_config(tmp_path, model=token_prior, data=str(tmp_path / "grids.safetensors"),
                           train={"steps": 1, "out_dir": str(tmp_path / "run"), "progress": False})
