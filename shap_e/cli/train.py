@@ -16,6 +16,9 @@ def add_commands(commands) -> None:
     train.add_argument("--data-workers", type=int,
                        help="transmitter: processes that prepare the assets, instead of the config's data_workers "
                             "(the records do not depend on it)")
+    train.add_argument("--forward-threads", type=int,
+                       help="torch threads of each step's forward pass, instead of the config's "
+                            "train.forward_threads; the backward pass keeps OMP_NUM_THREADS (see shap_e/train/loop.py)")
     train.set_defaults(run=run_train)
 
 
@@ -28,6 +31,8 @@ def run_train(args) -> None:
         raise CliError(f"--prepare-only and --data-workers are for the transmitter stage, not {args.stage!r}")
     if args.data_workers is not None and args.data_workers < 1:
         raise CliError(f"--data-workers must be at least 1, got {args.data_workers}")
+    if args.forward_threads is not None and args.forward_threads < 1:
+        raise CliError(f"--forward-threads must be at least 1, got {args.forward_threads}")
     if args.prepare_only and args.resume:
         raise CliError("--prepare-only trains nothing: leave out --resume")
     config = read_training_config(args.config)
@@ -39,6 +44,8 @@ def run_train(args) -> None:
         return
     if args.init:
         config["init"] = args.init
+    if args.forward_threads is not None:
+        config["train"] = dict(config.get("train") or {}, forward_threads=args.forward_threads)
     with process_group():
         if args.stage == "transmitter":
             path = train_transmitter(config, resume=args.resume)

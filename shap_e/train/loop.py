@@ -9,13 +9,21 @@ Runs repeat bit for bit with the same torch build, thread count and CPU vector i
 a different instruction set (torch's `cpu_capability`, e.g. AVX2 against AVX-512) rounds some float
 operations differently, and over thousands of steps the weights drift apart. `fit` therefore logs
 these facts (`environment`) as the first record of every run and resume.
+
+`TrainConfig.forward_threads` runs the forward pass (`loss_fn`) with more torch threads than the
+backward pass and the optimiser step. Forward operators split their output between threads, so
+they need not round differently; the backward's weight gradients and sums split their reductions,
+so they do. For the transmitter recipe on the AVX-512 Xeon a two-thread forward gave the one-thread
+run's weights bit for bit (`recipes/README.md`, session 35); check a new model or machine the same
+way (two short runs, `sha256sum` of the weights) before relying on it.
 """
+import contextlib
 import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -48,6 +56,7 @@ class TrainConfig:
     checkpoint_every: int = 500
     out_dir: str = "runs/default"
     progress: bool = True
+    forward_threads: Optional[int] = None  # torch threads of the forward pass; None: the process's count
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -57,6 +66,8 @@ class TrainConfig:
             raise ValueError(f"lr={self.lr} must be positive")
         if self.checkpoint_every < 1 or self.log_every < 1:
             raise ValueError("checkpoint_every and log_every must be at least 1")
+        if self.forward_threads is not None and self.forward_threads < 1:
+            raise ValueError(f"forward_threads={self.forward_threads} must be at least 1 (or left out)")
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
@@ -69,6 +80,20 @@ def learning_rate(config: TrainConfig, step: int) -> float:
     return config.lr * (config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine)
 
 
+@contextlib.contextmanager
+def torch_threads(n: Optional[int]) -> Iterator[None]:
+    """Run the block with `n` torch threads (None: leave the count alone), then restore the count."""
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def step_generator(seed: int, step: int, rank: int) -> torch.Generator:
     """The generator a `batch_fn` should draw step `step` of process `rank` from."""
     return torch.Generator().manual_seed((seed * 1_000_003 + step) * 1_009 + rank)
@@ -76,7 +101,8 @@ def step_generator(seed: int, step: int, rank: int) -> torch.Generator:
 
 def environment() -> Dict[str, Any]:
     """What a run's exact floats depend on besides its config and data: the torch build, the CPU
-    vector instruction set torch dispatches to, the thread count, the CPU model and the process count."""
+    vector instruction set torch dispatches to, the thread count, the CPU model and the process count.
+    `fit` adds the config's `forward_threads`."""
     return {
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -155,7 +181,8 @@ class Trainer:
             group["lr"] = learning_rate(self.config, self.step)
         batch = self.batch_fn(self.step, self.rank, self.world_size)
         self.model.train()
-        terms = self.loss_fn(self.wrapped, batch)
+        with torch_threads(self.config.forward_threads):
+            terms = self.loss_fn(self.wrapped, batch)
         loss = terms["loss"]
         self.optimizer.zero_grad(set_to_none=True)
         if not self._all_finite(loss):
@@ -185,7 +212,7 @@ class Trainer:
             total=self.config.steps, initial=self.step, disable=not self.config.progress or self.rank != 0,
             desc="train",
         )
-        self.log({"step": self.step, "environment": environment()})
+        self.log({"step": self.step, "environment": dict(environment(), forward_threads=self.config.forward_threads)})
         record: Dict[str, float] = {}
         start = time.monotonic()
         while self.step < self.config.steps:
