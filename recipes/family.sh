@@ -6,8 +6,10 @@
 # with 2 in 83.7 min (recipes/README.md).
 # With one thread, stages 1b and 1c's data are prepared while stage 1 trains; with two, each stage prepares
 # its own, with nothing beside it.
-# FORWARD_THREADS (default 2) sets the torch threads of the transmitter stages' forward passes: on the
-# AVX-512 Xeon two give the one-thread weights bit for bit, 15 % faster per step (session 35).
+# FORWARD_THREADS (default 2) sets the torch threads of the forward passes of the transmitter stages that
+# run alone: on the AVX-512 Xeon two give the one-thread weights bit for bit, 15 % faster per step.
+# With one thread, stage 1 keeps one in its forward passes too: beside the preparation on the other
+# core, two made its steps more than twice as slow (session 35).
 # The latents read the encoder batches stage 1 cached (the same tensors).
 # The two prior chains run side by side, one thread each; their output goes to runs/small/{text,image}_chain.log.
 set -e
@@ -34,7 +36,8 @@ if [ "$T" = 1 ]; then
   ) > runs/small/prepare.log 2>&1 &
   PREPARE=$!
 fi
-OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small.yaml --forward-threads $F
+F1=$F; [ -z "$PREPARE" ] || F1=1
+OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small.yaml --forward-threads $F1
 ts stage1_done
 [ -z "$PREPARE" ] || wait $PREPARE  # a failed preparation stops the script here: see runs/small/prepare.log
 OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small-encoder.yaml --forward-threads $F

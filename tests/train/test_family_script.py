@@ -1,4 +1,4 @@
-"""recipes/family.sh runs the recipe's commands in order, with the transmitter thread count asked for,
+"""recipes/family.sh runs the recipe's commands in order, with the transmitter thread counts asked for,
 and fails when a stage fails (a stand-in `shap-e` on PATH records each call; nothing trains)."""
 import os
 import shutil
@@ -44,6 +44,7 @@ def family(tmp_path):
 
 S1, S1B, S1C = (f"train transmitter --config recipes/{name}.yaml"
                 for name in ("transmitter-small", "transmitter-small-encoder", "transmitter-small-encoder-2"))
+FWD = "--forward-threads 2"  # the default: the transmitter stages' forward passes on two threads
 
 
 def check_prior_chains(chains):
@@ -69,9 +70,9 @@ def test_family_script_with_two_transmitter_threads_runs_each_stage_alone(family
     assert calls[:5] == [
         "dataset runs/small/train --n 640 --split train --seed 0 threads=1",
         "dataset runs/small/train_image --n 1920 --split train --seed 0 threads=1",
-        f"{S1} threads=2",
-        f"{S1B} threads=2",
-        f"{S1C} threads=2",
+        f"{S1} {FWD} threads=2",
+        f"{S1B} {FWD} threads=2",
+        f"{S1C} {FWD} threads=2",
     ]
     assert not any("--prepare-only" in c for c in calls)  # nothing beside a two-thread stage
     check_prior_chains(calls[5:])
@@ -85,13 +86,13 @@ def test_family_script_with_one_thread_prepares_stages_1b_and_1c_while_stage_1_t
     # stage 1's training and the later stages' preparation run side by side: their calls may interleave
     side_by_side = sorted(calls[3:6])
     assert side_by_side == sorted([
-        f"{S1} threads=1",
+        f"{S1} --forward-threads 1 threads=1",  # two threads beside the preparation would be slower
         f"{S1B} --prepare-only --data-workers 1 threads=1",
         f"{S1C} --prepare-only --data-workers 1 threads=1",
     ])
     assert calls.index(f"{S1B} --prepare-only --data-workers 1 threads=1") < calls.index(
         f"{S1C} --prepare-only --data-workers 1 threads=1")
-    assert calls[6:8] == [f"{S1B} threads=1", f"{S1C} threads=1"]
+    assert calls[6:8] == [f"{S1B} {FWD} threads=1", f"{S1C} {FWD} threads=1"]
     check_prior_chains(calls[8:])
     assert "family_done" in proc.stdout
 
@@ -106,6 +107,18 @@ def test_family_script_stops_with_an_error_when_a_stage_fails(family, failing, t
     assert proc.returncode != 0
     assert "family_done" not in proc.stdout
     if failing.startswith("transmitter"):
-        assert not any(c.startswith((f"{S1C} threads", "latents")) for c in calls)
+        assert not any(c.startswith((f"{S1C} {FWD}", "latents")) for c in calls)
     if "--prepare-only" in failing:
-        assert f"{S1B} threads=1" not in calls  # stage 1b does not train without its data
+        assert f"{S1B} {FWD} threads=1" not in calls  # stage 1b does not train without its data
+
+
+def test_family_script_takes_the_forward_thread_count_from_forward_threads(family):
+    proc, calls = family(FORWARD_THREADS="1")
+    assert proc.returncode == 0, proc.stderr
+    training = [c for c in calls if c.startswith("train transmitter") and "--prepare-only" not in c]
+    assert training == [f"{S1} --forward-threads 1 threads=1", f"{S1B} --forward-threads 1 threads=1",
+                        f"{S1C} --forward-threads 1 threads=1"]
+    proc, calls = family(FORWARD_THREADS="3", TRANSMITTER_THREADS="2")
+    training = [c for c in calls if c.startswith("train transmitter")]
+    assert training == [f"{S1} --forward-threads 3 threads=2", f"{S1B} --forward-threads 3 threads=2",
+                        f"{S1C} --forward-threads 3 threads=2"]

@@ -67,7 +67,7 @@ def test_every_run_and_resume_logs_its_environment_first(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2, 3, 3, 4, 5]
     for record in (records[0], records[4]):
-        assert record["environment"] == environment()
+        assert record["environment"] == dict(environment(), forward_threads=None)
     facts = records[0]["environment"]
     assert facts["torch"] == torch.__version__ and facts["threads"] == torch.get_num_threads()
     assert facts["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and facts["world_size"] == 1
@@ -99,6 +99,26 @@ def test_bad_config_values_are_rejected():
         TrainConfig(steps=0)
     with pytest.raises(ValueError, match="lr=-1"):
         TrainConfig(lr=-1)
+    with pytest.raises(ValueError, match="forward_threads=0 must be at least 1"):
+        TrainConfig(forward_threads=0)
+
+
+def test_forward_threads_run_the_forward_pass_alone_with_that_many_threads(tmp_path):
+    seen = {"forward": [], "backward": []}
+
+    def counting_loss(model, batch):
+        seen["forward"].append(torch.get_num_threads())
+        terms = toy_loss(model, batch)
+        terms["loss"].register_hook(lambda grad: seen["backward"].append(torch.get_num_threads()))
+        return terms
+
+    before = torch.get_num_threads()
+    trainer = Trainer(toy_model(), counting_loss, toy_batch, config(tmp_path, steps=3, forward_threads=before + 1))
+    trainer.fit()
+    assert seen == {"forward": [before + 1] * 3, "backward": [before] * 3}
+    assert torch.get_num_threads() == before
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["environment"]["forward_threads"] == before + 1
 
 
 @pytest.mark.slow

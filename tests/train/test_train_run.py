@@ -55,6 +55,13 @@ def test_train_command_writes_loadable_weights_and_metrics(tmp_path):
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
 
 
+def test_forward_threads_flag_reaches_the_run_and_is_logged(tmp_path):
+    assert main(["train", "text", "--config", str(write_config(tmp_path)), "--forward-threads", "2"]) == 0
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["environment"]["forward_threads"] == 2
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["config"]["forward_threads"] == 2
+
+
 @pytest.mark.slow
 def test_train_command_under_torchrun_trains_one_model_on_two_processes(tmp_path, torchrun):
     torchrun("-m", "shap_e", "train", "text", "--config", str(write_config(tmp_path)))
@@ -362,8 +369,9 @@ def test_preparing_needs_no_init_weights_but_a_cache(tmp_path, points_only_trans
     (["train", "text", "--prepare-only"], "for the transmitter stage"),
     (["train", "transmitter", "--data-workers", "0"], "--data-workers must be at least 1"),
     (["train", "transmitter", "--prepare-only", "--resume"], "leave out --resume"),
+    (["train", "text", "--forward-threads", "0"], "--forward-threads must be at least 1"),
 ])
-def test_preparation_flags_misused_are_one_line_errors(tmp_path, capsys, args, message):
+def test_train_flags_misused_are_one_line_errors(tmp_path, capsys, args, message):
     assert main([*args, "--config", str(write_config(tmp_path))]) != 0
     assert message in capsys.readouterr().err
 
