@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from shap_e.train.loop import TrainConfig, Trainer, environment, learning_rate
+from shap_e.train.loop import TrainConfig, Trainer, environment, learning_rate, torch_threads
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import combined_batch, toy_batch, toy_loss, toy_model  # noqa: E402
@@ -119,6 +119,17 @@ def test_forward_threads_run_the_forward_pass_alone_with_that_many_threads(tmp_p
     assert torch.get_num_threads() == before
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert records[0]["environment"]["forward_threads"] == before + 1
+
+
+def test_torch_threads_restore_the_count_even_when_the_block_fails():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="inside"):
+        with torch_threads(before + 1):
+            assert torch.get_num_threads() == before + 1
+            raise RuntimeError("inside")
+    assert torch.get_num_threads() == before
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
 
 
 @pytest.mark.slow
