@@ -2,8 +2,11 @@
 
 Determinism and exact resume come from one rule: everything random in a step (the batch, the
 timesteps, the noise) is drawn by `batch_fn(step, rank, world_size)`, from a generator seeded by
-`(seed, step, rank)`. No iterator or RNG state has to be saved, and a run on `world_size`
-processes equals one process given the concatenation of the per-rank batches.
+`(seed, step, rank)`. No iterator state has to be saved, and a run on `world_size` processes equals
+one process given the concatenation of the per-rank batches. A `loss_fn` that draws from torch's
+global generator instead (the transmitter's encoder shuffles its points with it) is covered too: the
+checkpoint carries that generator's state (`rng`), and `resume` restores it (under DDP, rank 0's
+on every rank: all ranks seed it alike and draw from it alike).
 
 Runs repeat bit for bit with the same torch build, thread count and CPU vector instruction set;
 a different instruction set (torch's `cpu_capability`, e.g. AVX2 against AVX-512) rounds some float
@@ -99,6 +102,21 @@ def step_generator(seed: int, step: int, rank: int) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + step) * 1_009 + rank)
 
 
+def global_rng_state() -> Dict[str, Any]:
+    """The state of torch's global generators: the CPU one, and each CUDA device's when there are any."""
+    state: Dict[str, Any] = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_global_rng_state(state: Dict[str, Any]) -> None:
+    """Restore what `global_rng_state` returned (CUDA states only where CUDA is available)."""
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
 def environment() -> Dict[str, Any]:
     """What a run's exact floats depend on besides its config and data: the torch build, the CPU
     vector instruction set torch dispatches to, the thread count, the CPU model and the process count.
@@ -136,6 +154,11 @@ class Trainer:
         self.checkpoint_path = self.out_dir / "checkpoint.pt"
         self.metrics_path = self.out_dir / "metrics.jsonl"
 
+    @property
+    def finished(self) -> bool:
+        """Whether the run has taken all `config.steps` steps."""
+        return self.step >= self.config.steps
+
     def state_dict(self) -> Dict[str, Any]:
         return {
             "model": self.model.state_dict(),
@@ -143,6 +166,7 @@ class Trainer:
             "ema": None if self.ema is None else self.ema.state_dict(),
             "step": self.step,
             "config": asdict(self.config),
+            "rng": global_rng_state(),
         }
 
     def save_checkpoint(self) -> None:
@@ -161,6 +185,8 @@ class Trainer:
         if self.ema is not None and state["ema"] is not None:
             self.ema.load_state_dict(state["ema"])
         self.step = int(state["step"])
+        if "rng" in state:  # checkpoints written before session 36 have none
+            set_global_rng_state(state["rng"])
         return True
 
     def log(self, record: Dict[str, Any]) -> None:
@@ -202,12 +228,18 @@ class Trainer:
         record.update({k: float(v.detach().mean()) for k, v in terms.items()})
         return record
 
-    def fit(self) -> Dict[str, float]:
+    def fit(self, stop_at: Optional[int] = None) -> Dict[str, float]:
         """Train until `config.steps`; log every `log_every`, checkpoint every `checkpoint_every`.
 
+        `stop_at` ends the call after that step instead, with a checkpoint there: the learning-rate
+        schedule still runs to `config.steps`, so a `resume()` and `fit()` later continue the very run
+        (e.g. with other `forward_threads` once the machine has cores to spare).
         Each logged step also records `seconds`: the wall time since this call began (a resumed run
         counts from its resume), so `metrics.jsonl` gives the run's speed on its machine.
         """
+        if stop_at is not None and stop_at < 1:
+            raise ValueError(f"stop_at={stop_at} must be at least 1 (or left out)")
+        end = self.config.steps if stop_at is None else min(stop_at, self.config.steps)
         bar = tqdm(
             total=self.config.steps, initial=self.step, disable=not self.config.progress or self.rank != 0,
             desc="train",
@@ -215,14 +247,14 @@ class Trainer:
         self.log({"step": self.step, "environment": dict(environment(), forward_threads=self.config.forward_threads)})
         record: Dict[str, float] = {}
         start = time.monotonic()
-        while self.step < self.config.steps:
+        while self.step < end:
             record = self.train_step()
             bar.update(1)
             if "loss" in record:
                 bar.set_postfix(loss=f"{record['loss']:.4g}")
             if self.step % self.config.log_every == 0 and "skipped" not in record:
                 self.log(dict(record, seconds=round(time.monotonic() - start, 2)))
-            if self.step % self.config.checkpoint_every == 0 or self.step == self.config.steps:
+            if self.step % self.config.checkpoint_every == 0 or self.step == end:
                 self.save_checkpoint()
         bar.close()
         return record

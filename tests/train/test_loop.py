@@ -44,6 +44,48 @@ def test_resume_continues_exactly(tmp_path):
         assert torch.equal(value, resumed.ema.state_dict()[key]), key
 
 
+def test_stop_at_checkpoints_there_and_a_resume_ends_where_the_straight_run_does(tmp_path):
+    straight = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path / "a", steps=10))
+    straight.fit()
+    first = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path / "b", steps=10))
+    first.fit(stop_at=4)
+    assert first.step == 4 and not first.finished
+    assert torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["step"] == 4
+    resumed = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path / "b", steps=10, forward_threads=2))
+    assert resumed.resume() and resumed.step == 4
+    resumed.fit()
+    assert resumed.finished
+    for key, value in straight.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[key]), key
+    for key, value in straight.ema.state_dict().items():
+        assert torch.equal(value, resumed.ema.state_dict()[key]), key
+
+
+def test_resume_restores_the_global_generator_a_loss_draws_from(tmp_path):
+    def noisy_loss(model, batch):  # draws from torch's global generator, not from the batch's
+        x, y = batch
+        return toy_loss(model, (x + 0.1 * torch.randn(x.shape), y))
+
+    straight = Trainer(toy_model(), noisy_loss, toy_batch, config(tmp_path / "a", steps=6))
+    straight.fit()
+    first = Trainer(toy_model(), noisy_loss, toy_batch, config(tmp_path / "b", steps=6))
+    first.fit(stop_at=3)
+    resumed = Trainer(toy_model(), noisy_loss, toy_batch, config(tmp_path / "b", steps=6))  # reseeds torch
+    assert resumed.resume()
+    resumed.fit()
+    for key, value in straight.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[key]), key
+
+
+def test_stop_at_past_the_last_step_runs_to_the_end_and_below_one_is_refused(tmp_path):
+    trainer = Trainer(toy_model(), toy_loss, toy_batch, config(tmp_path, steps=3))
+    with pytest.raises(ValueError, match="stop_at=0 must be at least 1"):
+        trainer.fit(stop_at=0)
+    assert trainer.step == 0
+    trainer.fit(stop_at=50)
+    assert trainer.step == 3 and trainer.finished
+
+
 def test_non_finite_loss_skips_the_step_and_logs_it(tmp_path):
     def nan_on_step_two(model, batch):
         loss = toy_loss(model, batch)["loss"]
