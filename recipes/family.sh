@@ -8,8 +8,10 @@
 # its own, with nothing beside it.
 # FORWARD_THREADS (default 2) sets the torch threads of the forward passes of the transmitter stages that
 # run alone: on the AVX-512 Xeon two give the one-thread weights bit for bit, 15 % faster per step.
-# With one thread, stage 1 keeps one in its forward passes too: beside the preparation on the other
-# core, two made its steps more than twice as slow (session 35).
+# With one thread, stage 1 keeps one in its forward passes while the preparation runs on the other core
+# (beside it, two made its steps more than twice as slow; session 35): it stops at step STAGE1_SPLIT
+# (default 2500, just after the preparation ends on the AVX-512 Xeon), and once the preparation is done
+# it resumes with FORWARD_THREADS. Resuming is exact, so the weights are those of one straight run.
 # The latents read the encoder batches stage 1 cached (the same tensors).
 # The two prior chains run side by side, one thread each; their output goes to runs/small/{text,image}_chain.log.
 set -e
@@ -36,10 +38,16 @@ if [ "$T" = 1 ]; then
   ) > runs/small/prepare.log 2>&1 &
   PREPARE=$!
 fi
-F1=$F; [ -z "$PREPARE" ] || F1=1
-OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small.yaml --forward-threads $F1
+STAGE1="shap-e train transmitter --config recipes/transmitter-small.yaml"
+if [ -n "$PREPARE" ]; then
+  OMP_NUM_THREADS=$T $STAGE1 --forward-threads 1 --stop-at "${STAGE1_SPLIT:-2500}"
+  ts stage1_split
+  wait $PREPARE  # a failed preparation stops the script here: see runs/small/prepare.log
+  OMP_NUM_THREADS=$T $STAGE1 --forward-threads $F --resume
+else
+  OMP_NUM_THREADS=$T $STAGE1 --forward-threads $F
+fi
 ts stage1_done
-[ -z "$PREPARE" ] || wait $PREPARE  # a failed preparation stops the script here: see runs/small/prepare.log
 OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small-encoder.yaml --forward-threads $F
 ts stage1b_done
 OMP_NUM_THREADS=$T shap-e train transmitter --config recipes/transmitter-small-encoder-2.yaml --forward-threads $F

@@ -19,6 +19,9 @@ def add_commands(commands) -> None:
     train.add_argument("--forward-threads", type=int,
                        help="torch threads of each step's forward pass, instead of the config's "
                             "train.forward_threads; the backward pass keeps OMP_NUM_THREADS (see shap_e/train/loop.py)")
+    train.add_argument("--stop-at", type=int, metavar="STEP",
+                       help="stop after this step with a checkpoint (the schedule still spans the config's steps); "
+                            "`--resume` continues the run, e.g. with other --forward-threads")
     train.set_defaults(run=run_train)
 
 
@@ -33,8 +36,10 @@ def run_train(args) -> None:
         raise CliError(f"--data-workers must be at least 1, got {args.data_workers}")
     if args.forward_threads is not None and args.forward_threads < 1:
         raise CliError(f"--forward-threads must be at least 1, got {args.forward_threads}")
-    if args.prepare_only and args.resume:
-        raise CliError("--prepare-only trains nothing: leave out --resume")
+    if args.stop_at is not None and args.stop_at < 1:
+        raise CliError(f"--stop-at must be at least 1, got {args.stop_at}")
+    if args.prepare_only and (args.resume or args.stop_at is not None):
+        raise CliError("--prepare-only trains nothing: leave out --resume and --stop-at")
     config = read_training_config(args.config)
     if args.data_workers is not None:
         config["data_workers"] = args.data_workers
@@ -48,7 +53,10 @@ def run_train(args) -> None:
         config["train"] = dict(config.get("train") or {}, forward_threads=args.forward_threads)
     with process_group():
         if args.stage == "transmitter":
-            path = train_transmitter(config, resume=args.resume)
+            path = train_transmitter(config, resume=args.resume, stop_at=args.stop_at)
         else:
-            path = train_diffusion(args.stage, config, resume=args.resume)
-    say(f"weights: {path}")
+            path = train_diffusion(args.stage, config, resume=args.resume, stop_at=args.stop_at)
+    if path is None:
+        say(f"stopped (--stop-at {args.stop_at}) with a checkpoint before the last step: continue with --resume")
+    else:
+        say(f"weights: {path}")

@@ -209,8 +209,10 @@ def _check_text_layers(model: torch.nn.Module, provenance: Dict[str, str]) -> No
         )
 
 
-def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) -> Path:
-    """Train a text or image prior; returns the path of the exported (EMA) weights."""
+def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False,
+                    stop_at: Optional[int] = None) -> Optional[Path]:
+    """Train a text or image prior; returns the path of the exported (EMA) weights, or None when
+    `stop_at` (`Trainer.fit`) ended the run before its last step (its checkpoint resumes it)."""
     run = diffusion_trainer(stage, config)
     trainer = run.trainer
     if trainer.rank == 0:
@@ -218,7 +220,9 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False) ->
         write_yaml({"data": str(config["data"]), **run.dataset.provenance}, trainer.out_dir / "dataset.yaml")
     if resume:
         trainer.resume()
-    trainer.fit()
+    trainer.fit(stop_at)
+    if not trainer.finished:
+        return None
     if run.refit is not None and trainer.rank == 0:
         refit_exported_head(trainer, run.model, run.dataset, run.refit)
     return export_weights(trainer, prefix="prior." if run.probe_weight else "")
@@ -358,14 +362,15 @@ def transmitter_trainer(
     return trainer, records, skipped
 
 
-def train_transmitter(config: Dict[str, Any], resume: bool = False) -> Path:
-    """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights."""
+def train_transmitter(config: Dict[str, Any], resume: bool = False, stop_at: Optional[int] = None) -> Optional[Path]:
+    """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights, or
+    None when `stop_at` (`Trainer.fit`) ended the run before its last step (its checkpoint resumes it)."""
     trainer, records, skipped = transmitter_trainer(config)
     trainer.log({"step": trainer.step, "assets": len(records), "skipped_assets": len(skipped)})
     if resume:
         trainer.resume()
-    trainer.fit()
-    return export_weights(trainer)
+    trainer.fit(stop_at)
+    return export_weights(trainer) if trainer.finished else None
 
 
 def export_weights(trainer: Trainer, prefix: str = "") -> Path:

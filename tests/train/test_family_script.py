@@ -86,15 +86,23 @@ def test_family_script_with_one_thread_prepares_stages_1b_and_1c_while_stage_1_t
     # stage 1's training and the later stages' preparation run side by side: their calls may interleave
     side_by_side = sorted(calls[3:6])
     assert side_by_side == sorted([
-        f"{S1} --forward-threads 1 threads=1",  # two threads beside the preparation would be slower
+        f"{S1} --forward-threads 1 --stop-at 2500 threads=1",  # two threads beside the preparation: slower
         f"{S1B} --prepare-only --data-workers 1 threads=1",
         f"{S1C} --prepare-only --data-workers 1 threads=1",
     ])
     assert calls.index(f"{S1B} --prepare-only --data-workers 1 threads=1") < calls.index(
         f"{S1C} --prepare-only --data-workers 1 threads=1")
-    assert calls[6:8] == [f"{S1B} {FWD} threads=1", f"{S1C} {FWD} threads=1"]
-    check_prior_chains(calls[8:])
+    # the rest of stage 1 once the preparation is done, with the forward passes on two threads
+    assert calls[6:9] == [f"{S1} {FWD} --resume threads=1", f"{S1B} {FWD} threads=1", f"{S1C} {FWD} threads=1"]
+    check_prior_chains(calls[9:])
     assert "family_done" in proc.stdout
+
+
+def test_family_script_takes_stage_1s_split_step_from_stage1_split(family):
+    proc, calls = family(STAGE1_SPLIT="1200")
+    assert proc.returncode == 0, proc.stderr
+    stage1 = [c for c in calls if c.startswith(S1 + " --forward")]
+    assert stage1 == [f"{S1} --forward-threads 1 --stop-at 1200 threads=1", f"{S1} {FWD} --resume threads=1"]
 
 
 @pytest.mark.parametrize("failing, threads", [
@@ -109,6 +117,7 @@ def test_family_script_stops_with_an_error_when_a_stage_fails(family, failing, t
     if failing.startswith("transmitter"):
         assert not any(c.startswith((f"{S1C} {FWD}", "latents")) for c in calls)
     if "--prepare-only" in failing:
+        assert f"{S1} {FWD} --resume threads=1" not in calls  # the script stops at the failed preparation
         assert f"{S1B} {FWD} threads=1" not in calls  # stage 1b does not train without its data
 
 
@@ -116,8 +125,10 @@ def test_family_script_takes_the_forward_thread_count_from_forward_threads(famil
     proc, calls = family(FORWARD_THREADS="1")
     assert proc.returncode == 0, proc.stderr
     training = [c for c in calls if c.startswith("train transmitter") and "--prepare-only" not in c]
-    assert training == [f"{S1} --forward-threads 1 threads=1", f"{S1B} --forward-threads 1 threads=1",
-                        f"{S1C} --forward-threads 1 threads=1"]
+    assert training == [
+        f"{S1} --forward-threads 1 --stop-at 2500 threads=1", f"{S1} --forward-threads 1 --resume threads=1",
+        f"{S1B} --forward-threads 1 threads=1", f"{S1C} --forward-threads 1 threads=1",
+    ]
     proc, calls = family(FORWARD_THREADS="3", TRANSMITTER_THREADS="2")
     training = [c for c in calls if c.startswith("train transmitter")]
     assert training == [f"{S1} --forward-threads 3 threads=2", f"{S1B} --forward-threads 3 threads=2",

@@ -62,6 +62,24 @@ def test_forward_threads_flag_reaches_the_run_and_is_logged(tmp_path):
     assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["config"]["forward_threads"] == 2
 
 
+def test_stop_at_writes_no_weights_and_the_resumed_run_gives_the_straight_runs(tmp_path, capsys):
+    for run in "ab":
+        (tmp_path / run).mkdir()
+    straight = write_config(tmp_path / "a")
+    assert main(["train", "text", "--config", str(straight)]) == 0
+    halves = write_config(tmp_path / "b")
+    assert main(["train", "text", "--config", str(halves), "--stop-at", "2"]) == 0
+    assert "continue with --resume" in capsys.readouterr().err
+    assert not (tmp_path / "b" / "run" / "model.safetensors").exists()
+    assert torch.load(tmp_path / "b" / "run" / "checkpoint.pt", weights_only=True)["step"] == 2
+    assert main(["train", "text", "--config", str(halves), "--resume", "--forward-threads", "2"]) == 0
+    expected = load_file(str(tmp_path / "a" / "run" / "model.safetensors"))
+    resumed = load_file(str(tmp_path / "b" / "run" / "model.safetensors"))
+    assert expected.keys() == resumed.keys()
+    for key, value in expected.items():
+        assert torch.equal(value, resumed[key]), key
+
+
 @pytest.mark.slow
 def test_train_command_under_torchrun_trains_one_model_on_two_processes(tmp_path, torchrun):
     torchrun("-m", "shap_e", "train", "text", "--config", str(write_config(tmp_path)))
@@ -331,6 +349,27 @@ def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_pa
     assert all(torch.equal(own_weights[k], prepared_weights[k]) for k in own_weights)
 
 
+def test_a_transmitter_run_stopped_and_resumed_gives_the_straight_runs_weights(tmp_path, points_only_transmitter):
+    # The encoder's shuffles draw from torch's global generator; the checkpoint carries its state.
+    from shap_e.data import write_dataset
+
+    write_dataset(tmp_path / "assets", n=2, seed=0)
+    paths = {}
+    for name in ("straight", "halves"):
+        config = transmitter_config(tmp_path, points_only_transmitter, name)
+        config["train"]["steps"] = 4
+        paths[name] = tmp_path / f"{name}.yaml"
+        paths[name].write_text(yaml.safe_dump(config))
+    assert main(["train", "transmitter", "--config", str(paths["straight"])]) == 0
+    assert main(["train", "transmitter", "--config", str(paths["halves"]), "--stop-at", "2"]) == 0
+    assert not (tmp_path / "run_halves" / "model.safetensors").exists()
+    assert main(["train", "transmitter", "--config", str(paths["halves"]), "--resume", "--forward-threads", "2"]) == 0
+    straight = load_file(str(tmp_path / "run_straight" / "model.safetensors"))
+    resumed = load_file(str(tmp_path / "run_halves" / "model.safetensors"))
+    assert straight.keys() == resumed.keys()
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+
+
 @pytest.mark.slow
 def test_transmitter_under_torchrun_prepares_a_share_per_rank_and_trains_on_two(tmp_path, torchrun,
                                                                                points_only_transmitter):
@@ -370,6 +409,8 @@ def test_preparing_needs_no_init_weights_but_a_cache(tmp_path, points_only_trans
     (["train", "transmitter", "--data-workers", "0"], "--data-workers must be at least 1"),
     (["train", "transmitter", "--prepare-only", "--resume"], "leave out --resume"),
     (["train", "text", "--forward-threads", "0"], "--forward-threads must be at least 1"),
+    (["train", "text", "--stop-at", "0"], "--stop-at must be at least 1"),
+    (["train", "transmitter", "--prepare-only", "--stop-at", "5"], "leave out --resume and --stop-at"),
 ])
 def test_train_flags_misused_are_one_line_errors(tmp_path, capsys, args, message):
     assert main([*args, "--config", str(write_config(tmp_path))]) != 0
