@@ -25,6 +25,14 @@ TOKEN_PRIOR = {"name": "SplitVectorDiffusion", "d_latent": 32, "latent_ctx": 4, 
                          "heads": 2, "grid_channels": 16, "grid_tokens": 3}}
 
 
+def assert_same_weights(path_a, path_b):
+    """Two safetensors files hold the same tensors, bit for bit."""
+    a, b = load_file(str(path_a)), load_file(str(path_b))
+    assert a.keys() == b.keys()
+    for key, value in a.items():
+        assert torch.equal(value, b[key]), key
+
+
 def write_config(tmp_path, **overrides):
     g = torch.Generator().manual_seed(0)
     LatentDataset(torch.tanh(torch.randn(6, 32, generator=g)), torch.randn(6, 16, generator=g)).save(
@@ -73,11 +81,8 @@ def test_stop_at_writes_no_weights_and_the_resumed_run_gives_the_straight_runs(t
     assert not (tmp_path / "b" / "run" / "model.safetensors").exists()
     assert torch.load(tmp_path / "b" / "run" / "checkpoint.pt", weights_only=True)["step"] == 2
     assert main(["train", "text", "--config", str(halves), "--resume", "--forward-threads", "2"]) == 0
-    expected = load_file(str(tmp_path / "a" / "run" / "model.safetensors"))
-    resumed = load_file(str(tmp_path / "b" / "run" / "model.safetensors"))
-    assert expected.keys() == resumed.keys()
-    for key, value in expected.items():
-        assert torch.equal(value, resumed[key]), key
+    assert_same_weights(tmp_path / "a" / "run" / "model.safetensors", tmp_path / "b" / "run" / "model.safetensors")
+
 
 
 @pytest.mark.slow
@@ -343,10 +348,7 @@ def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_pa
     assert main(["train", "transmitter", "--config", str(tmp_path / "prepared.yaml")]) == 0
     assert cache_files(tmp_path / "cache_prepared") == cached  # read, not computed again
     assert main(["train", "transmitter", "--config", str(tmp_path / "own.yaml")]) == 0
-    own_weights = load_file(str(tmp_path / "run_own" / "model.safetensors"))
-    prepared_weights = load_file(str(tmp_path / "run_prepared" / "model.safetensors"))
-    assert own_weights.keys() == prepared_weights.keys()
-    assert all(torch.equal(own_weights[k], prepared_weights[k]) for k in own_weights)
+    assert_same_weights(tmp_path / "run_own" / "model.safetensors", tmp_path / "run_prepared" / "model.safetensors")
 
 
 def test_a_transmitter_run_stopped_and_resumed_gives_the_straight_runs_weights(tmp_path, points_only_transmitter):
@@ -364,10 +366,7 @@ def test_a_transmitter_run_stopped_and_resumed_gives_the_straight_runs_weights(t
     assert main(["train", "transmitter", "--config", str(paths["halves"]), "--stop-at", "2"]) == 0
     assert not (tmp_path / "run_halves" / "model.safetensors").exists()
     assert main(["train", "transmitter", "--config", str(paths["halves"]), "--resume", "--forward-threads", "2"]) == 0
-    straight = load_file(str(tmp_path / "run_straight" / "model.safetensors"))
-    resumed = load_file(str(tmp_path / "run_halves" / "model.safetensors"))
-    assert straight.keys() == resumed.keys()
-    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+    assert_same_weights(tmp_path / "run_straight" / "model.safetensors", tmp_path / "run_halves" / "model.safetensors")
 
 
 @pytest.mark.slow
