@@ -83,6 +83,12 @@ def learning_rate(config: TrainConfig, step: int) -> float:
     return config.lr * (config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine)
 
 
+def check_stop_at(stop_at: Optional[int]) -> None:
+    """Refuse a `stop_at` (`Trainer.fit`) below 1; runners call it before they prepare or write anything."""
+    if stop_at is not None and stop_at < 1:
+        raise ValueError(f"stop_at={stop_at} must be at least 1 (or left out)")
+
+
 @contextlib.contextmanager
 def torch_threads(n: Optional[int]) -> Iterator[None]:
     """Run the block with `n` torch threads (None: leave the count alone), then restore the count."""
@@ -237,8 +243,7 @@ class Trainer:
         Each logged step also records `seconds`: the wall time since this call began (a resumed run
         counts from its resume), so `metrics.jsonl` gives the run's speed on its machine.
         """
-        if stop_at is not None and stop_at < 1:
-            raise ValueError(f"stop_at={stop_at} must be at least 1 (or left out)")
+        check_stop_at(stop_at)
         end = self.config.steps if stop_at is None else min(stop_at, self.config.steps)
         bar = tqdm(
             total=self.config.steps, initial=self.step, disable=not self.config.progress or self.rank != 0,

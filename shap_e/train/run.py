@@ -35,7 +35,7 @@ import torch
 import yaml
 
 from shap_e.models.configs import check_keys
-from shap_e.train.loop import TrainConfig, Trainer
+from shap_e.train.loop import TrainConfig, Trainer, check_stop_at
 from shap_e.util.atomic import write_atomic, write_safetensors
 
 if TYPE_CHECKING:
@@ -213,6 +213,7 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False,
                     stop_at: Optional[int] = None) -> Optional[Path]:
     """Train a text or image prior; returns the path of the exported (EMA) weights, or None when
     `stop_at` (`Trainer.fit`) ended the run before its last step (its checkpoint resumes it)."""
+    check_stop_at(stop_at)
     run = diffusion_trainer(stage, config)
     trainer = run.trainer
     if trainer.rank == 0:
@@ -365,6 +366,7 @@ def transmitter_trainer(
 def train_transmitter(config: Dict[str, Any], resume: bool = False, stop_at: Optional[int] = None) -> Optional[Path]:
     """Train the encoder + decoder on a folder of meshes; returns the path of the exported weights, or
     None when `stop_at` (`Trainer.fit`) ended the run before its last step (its checkpoint resumes it)."""
+    check_stop_at(stop_at)
     trainer, records, skipped = transmitter_trainer(config)
     trainer.log({"step": trainer.step, "assets": len(records), "skipped_assets": len(skipped)})
     if resume:

@@ -84,6 +84,18 @@ def test_stop_at_writes_no_weights_and_the_resumed_run_gives_the_straight_runs(t
     assert_same_weights(tmp_path / "a" / "run" / "model.safetensors", tmp_path / "b" / "run" / "model.safetensors")
 
 
+def test_a_bad_stop_at_is_refused_before_a_runner_prepares_or_writes_anything(tmp_path, points_only_transmitter):
+    from shap_e.data import write_dataset
+    from shap_e.train.run import train_diffusion, train_transmitter
+
+    with pytest.raises(ValueError, match="stop_at=0 must be at least 1"):
+        train_diffusion("text", yaml.safe_load(write_config(tmp_path).read_text()), stop_at=0)
+    assert not (tmp_path / "run").exists()
+    write_dataset(tmp_path / "assets", n=2, seed=0)
+    with pytest.raises(ValueError, match="stop_at=-1 must be at least 1"):
+        train_transmitter(transmitter_config(tmp_path, points_only_transmitter, "bad"), stop_at=-1)
+    assert not (tmp_path / "cache_bad").exists() and not (tmp_path / "run_bad").exists()
+
 
 @pytest.mark.slow
 def test_train_command_under_torchrun_trains_one_model_on_two_processes(tmp_path, torchrun):
