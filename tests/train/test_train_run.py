@@ -401,6 +401,28 @@ def test_transmitter_under_torchrun_prepares_a_share_per_rank_and_trains_on_two(
     assert load_file(str(tmp_path / "run_ddp" / "model.safetensors"))
 
 
+@pytest.mark.slow
+def test_a_transmitter_run_under_torchrun_stopped_and_resumed_gives_the_straight_runs_weights(
+        tmp_path, torchrun, points_only_transmitter):
+    # Each rank shuffles its share's points with torch's global generator; the checkpoint keeps rank 0's
+    # state and every rank restores it, which is exact because the ranks draw from it alike.
+    from shap_e.data import write_dataset
+
+    write_dataset(tmp_path / "assets", n=2, seed=0)
+    paths = {}
+    for name in ("straight", "halves"):
+        config = transmitter_config(tmp_path, points_only_transmitter, name)
+        config["train"]["steps"] = 4
+        paths[name] = tmp_path / f"{name}.yaml"
+        paths[name].write_text(yaml.safe_dump(config))
+    train = ("-m", "shap_e", "train", "transmitter", "--config")
+    torchrun(*train, str(paths["straight"]))
+    torchrun(*train, str(paths["halves"]), "--stop-at", "2")
+    assert not (tmp_path / "run_halves" / "model.safetensors").exists()
+    torchrun(*train, str(paths["halves"]), "--resume")
+    assert_same_weights(tmp_path / "run_straight" / "model.safetensors", tmp_path / "run_halves" / "model.safetensors")
+
+
 def test_preparing_needs_no_init_weights_but_a_cache(tmp_path, points_only_transmitter):
     from shap_e.data import write_dataset
     from shap_e.train.run import prepare_transmitter_data
