@@ -363,8 +363,8 @@ def test_prepared_data_is_read_from_the_cache_and_trains_the_same_weights(tmp_pa
     assert_same_weights(tmp_path / "run_own" / "model.safetensors", tmp_path / "run_prepared" / "model.safetensors")
 
 
-def test_a_transmitter_run_stopped_and_resumed_gives_the_straight_runs_weights(tmp_path, points_only_transmitter):
-    # The encoder's shuffles draw from torch's global generator; the checkpoint carries its state.
+def straight_and_halves_configs(tmp_path, points_only_transmitter) -> dict:
+    """Two 4-step transmitter configs on two assets, "straight" and "halves" (to be stopped and resumed)."""
     from shap_e.data import write_dataset
 
     write_dataset(tmp_path / "assets", n=2, seed=0)
@@ -374,6 +374,12 @@ def test_a_transmitter_run_stopped_and_resumed_gives_the_straight_runs_weights(t
         config["train"]["steps"] = 4
         paths[name] = tmp_path / f"{name}.yaml"
         paths[name].write_text(yaml.safe_dump(config))
+    return paths
+
+
+def test_a_transmitter_run_stopped_and_resumed_gives_the_straight_runs_weights(tmp_path, points_only_transmitter):
+    # The encoder's shuffles draw from torch's global generator; the checkpoint carries its state.
+    paths = straight_and_halves_configs(tmp_path, points_only_transmitter)
     assert main(["train", "transmitter", "--config", str(paths["straight"])]) == 0
     assert main(["train", "transmitter", "--config", str(paths["halves"]), "--stop-at", "2"]) == 0
     assert not (tmp_path / "run_halves" / "model.safetensors").exists()
@@ -406,15 +412,7 @@ def test_a_transmitter_run_under_torchrun_stopped_and_resumed_gives_the_straight
         tmp_path, torchrun, points_only_transmitter):
     # Each rank shuffles its share's points with torch's global generator; the checkpoint keeps rank 0's
     # state and every rank restores it, which is exact because the ranks draw from it alike.
-    from shap_e.data import write_dataset
-
-    write_dataset(tmp_path / "assets", n=2, seed=0)
-    paths = {}
-    for name in ("straight", "halves"):
-        config = transmitter_config(tmp_path, points_only_transmitter, name)
-        config["train"]["steps"] = 4
-        paths[name] = tmp_path / f"{name}.yaml"
-        paths[name].write_text(yaml.safe_dump(config))
+    paths = straight_and_halves_configs(tmp_path, points_only_transmitter)
     train = ("-m", "shap_e", "train", "transmitter", "--config")
     torchrun(*train, str(paths["straight"]))
     torchrun(*train, str(paths["halves"]), "--stop-at", "2")
