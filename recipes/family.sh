@@ -12,7 +12,8 @@
 # (beside it, two made its steps more than twice as slow; session 35): it stops at step STAGE1_SPLIT
 # (default 2500, just after the preparation ends on the AVX-512 Xeon), and once the preparation is done
 # it resumes with FORWARD_THREADS. Resuming is exact, so the weights are those of one straight run.
-# The latents read the encoder batches stage 1 cached (the same tensors).
+# The latents read the encoder batches stage 1 cached (the same tensors); the text latents are refined
+# against their objects for 100 steps, with the supervision stage 1 cached (session 37).
 # The two prior chains run side by side, one thread each; their output goes to runs/small/{text,image}_chain.log.
 set -e
 cd "$(dirname "$0")/.."
@@ -64,7 +65,7 @@ prior_chain() {
   shap-e train "$stage" --config "recipes/$stage-small.yaml"
   ts "${stage}_done"
 }
-prior_chain text runs/small/train --text-tokens 24 --text-layers 0 --per-asset 16 --captions augmented \
+prior_chain text runs/small/train --text-tokens 24 --text-layers 0 --per-asset 16 --captions augmented --refine-steps 100 \
   > runs/small/text_chain.log 2>&1 &
 TEXT_CHAIN=$!
 prior_chain image runs/small/train_image --per-asset 4 > runs/small/image_chain.log 2>&1 &

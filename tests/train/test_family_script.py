@@ -62,6 +62,9 @@ def check_prior_chains(chains):
     layers = yaml.safe_load((REPO / "shap_e" / "configs" / "text_small_config.yaml").read_text())["text_layers"]
     text_latents = [c for c in latents if c.startswith("latents runs/small/train ")]
     assert len(text_latents) == 1 and f"--text-layers {','.join(map(str, layers))} " in text_latents[0]
+    # the text latents are refined against their objects (the bundled prior's recipe); the image latents are not
+    assert "--refine-steps 100" in text_latents[0]
+    assert all("--refine-steps" not in c for c in latents if c.startswith("latents runs/small/train_image "))
 
 
 def test_family_script_with_two_transmitter_threads_runs_each_stage_alone(family):
