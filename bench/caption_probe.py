@@ -18,7 +18,11 @@ synonyms (each word's state in `"a {word} thing"`; `heldout_words_by_layer`). Wr
 With `--pooling attention` the probes read the encoder's token states instead of their mean: each
 probe learns one attention query that pools the tokens, then a linear read-out. That is what a prior
 conditioned on the token sequence could read (word order included), where the mean-pooled embedding
-is what `text-small` is conditioned on.
+was what `text-small` was conditioned on until session 8.
+
+`--captions augmented` fits the probes on the text prior's own training captions (the recipe's
+`shap-e latents --captions augmented`), and `--layers 0` (with `--pooling attention`) reads the token
+states of MiniLM's embedding layer, as `text-small` does since session 33.
 """
 import argparse
 import json
@@ -32,6 +36,7 @@ import torch
 from shap_e.data import COLOURS, iter_dataset
 from shap_e.data.captions import CATEGORY_SYNONYMS, COLOUR_SYNONYMS
 from shap_e.data.shapes import CATEGORIES
+from shap_e.train.latents import CAPTION_VOCABULARIES, training_captions
 from shap_e.util.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,8 +157,12 @@ def _colour_word(caption: str, colour: str) -> str:
 
 
 def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval: int = 480, seed: int = 0,
-                  token_states: Optional[TokenStates] = None, word_states: Optional[WordStates] = None) -> Dict[str, Any]:
+                  token_states: Optional[TokenStates] = None, word_states: Optional[WordStates] = None,
+                  captions: str = "train") -> Dict[str, Any]:
     """Fit the probes on `n_train` training assets x `per_asset` captions; score `n_eval` captions per held-out split.
+
+    captions: the vocabulary of the training captions (`training_captions`' `vocabulary`: "train",
+        or "augmented" as `shap-e latents --captions augmented` draws the text prior's own captions).
 
     token_states: when given, the probes are attention-pooled over these token states
         (`fit_attention_probe`) instead of linear on `embed`; the nearest-colour table still uses `embed`.
@@ -162,14 +171,12 @@ def caption_probe(embed: Embed, n_train: int = 640, per_asset: int = 16, n_eval:
     for name, value in (("n_train", n_train), ("per_asset", per_asset), ("n_eval", n_eval)):
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
-    from shap_e.train.latents import training_captions
-
     categories, colours = list(CATEGORIES), list(COLOURS)
     texts, category_labels, colour_labels = [], [], []
     for asset in iter_dataset("train", n_train, seed):
         record = dict(category=asset.category, colours=list(asset.colours), proportion=asset.proportion,
                       caption=asset.caption, seed=asset.seed)
-        for text in training_captions(record, per_asset, seed):
+        for text in training_captions(record, per_asset, seed, captions):
             texts.append(text)
             category_labels.append(categories.index(asset.category))
             colour_labels.append(colours.index(asset.colours[0]))
@@ -252,16 +259,30 @@ def main(argv=None) -> None:
     parser.add_argument("--pooling", choices=POOLINGS, default="mean",
                         help="mean: linear probe on the sentence embedding (what text-small sees); attention: "
                         "attention-pooled probe on the token states")
+    parser.add_argument("--captions", choices=CAPTION_VOCABULARIES, default="train",
+                        help="vocabulary of the training captions (augmented: the text-small recipe's)")
+    parser.add_argument("--layers", metavar="I,J",
+                        help="with --pooling attention: the MiniLM hidden states the probes read, concatenated "
+                        "(0: the embedding layer, as text-small reads them; default: the last layer)")
     parser.add_argument("--out-dir", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args(argv)
+    if args.layers is not None and args.pooling != "attention":
+        parser.error("--layers applies to the token states of --pooling attention")
     from shap_e.models.sentence_encoder import SentenceEncoder
 
     encoder = SentenceEncoder.from_package()
+    try:
+        layers = None if args.layers is None else [int(i) for i in args.layers.split(",")]
+        state_encoder = encoder if layers is None else SentenceEncoder.from_package(layers=layers)
+    except ValueError as e:
+        parser.error(f"--layers {args.layers}: {e}")
+    torch.set_num_threads(1)
     settings = dict(n_train=args.n_train, per_asset=args.per_asset, n_eval=args.n_eval, seed=args.seed,
-                    pooling=args.pooling, threads=torch.get_num_threads())
+                    pooling=args.pooling, captions=args.captions, layers=args.layers or "last",
+                    threads=torch.get_num_threads())
     result = caption_probe(encoder.embed_text, args.n_train, args.per_asset, args.n_eval, args.seed,
-                           token_states=encoder.token_states if args.pooling == "attention" else None,
-                           word_states=minilm_word_states(encoder))
+                           token_states=state_encoder.token_states if args.pooling == "attention" else None,
+                           word_states=minilm_word_states(encoder), captions=args.captions)
     text = markdown(result, settings)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -159,3 +159,23 @@ def test_word_states_average_the_words_own_pieces_wherever_they_sit():
     assert states[1, :, 0].tolist() == [ord("n"), 2 * ord("n")]  # the word's "n", not the one in "thing"
     with pytest.raises(ValueError, match="word pieces of '' do not appear"):
         caption_probe.minilm_word_states(_PieceEncoder())([""])
+
+
+def test_augmented_captions_fit_the_probes_on_the_text_priors_own_vocabulary():
+    from shap_e.data.captions import AUGMENT_TEMPLATES
+
+    augment_starts = {t.split("{")[0] for t in AUGMENT_TEMPLATES if not t.startswith("{")}
+    seen = {}
+    for vocabulary in ("train", "augmented"):
+        texts = []
+
+        def recording(batch, texts=texts):
+            texts.extend(batch)
+            return bag_of_words(batch)
+
+        caption_probe.caption_probe(recording, n_train=24, per_asset=8, n_eval=4, captions=vocabulary)
+        training = texts[:24 * 8]
+        seen[vocabulary] = sum(any(t.startswith(s) for s in augment_starts) for t in training)
+    assert seen["train"] == 0 and seen["augmented"] > 0
+    with pytest.raises(ValueError, match="caption vocabulary"):
+        caption_probe.caption_probe(bag_of_words, n_train=2, per_asset=2, n_eval=2, captions="heldout")
