@@ -257,8 +257,8 @@ def main(argv=None) -> None:
     parser.add_argument("--n-eval", type=int, default=480)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pooling", choices=POOLINGS, default="mean",
-                        help="mean: linear probe on the sentence embedding (what text-small sees); attention: "
-                        "attention-pooled probe on the token states")
+                        help="mean: linear probe on the sentence embedding; attention: attention-pooled probe on "
+                        "the token states (what text-small reads)")
     parser.add_argument("--captions", choices=CAPTION_VOCABULARIES, default="train",
                         help="vocabulary of the training captions (augmented: the text-small recipe's)")
     parser.add_argument("--layers", metavar="I,J",

@@ -179,3 +179,9 @@ def test_augmented_captions_fit_the_probes_on_the_text_priors_own_vocabulary():
     assert seen["train"] == 0 and seen["augmented"] > 0
     with pytest.raises(ValueError, match="caption vocabulary"):
         caption_probe.caption_probe(bag_of_words, n_train=2, per_asset=2, n_eval=2, captions="heldout")
+
+
+def test_layers_without_attention_pooling_is_refused_before_any_encoding(capsys):
+    with pytest.raises(SystemExit):
+        caption_probe.main(["--layers", "0"])
+    assert "--pooling attention" in capsys.readouterr().err
