@@ -250,6 +250,17 @@ def markdown(result: Dict[str, Any], settings: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def layers_encoder(parser: argparse.ArgumentParser, layers: Optional[str]):
+    """The package's MiniLM reading the hidden states named by a `--layers I,J` value (None: the last
+    layer); a malformed value or a layer MiniLM lacks ends the command with a usage error."""
+    from shap_e.models.sentence_encoder import SentenceEncoder
+
+    try:
+        return SentenceEncoder.from_package(layers=None if layers is None else [int(i) for i in layers.split(",")])
+    except ValueError as e:
+        parser.error(f"--layers {layers}: {e}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-train", type=int, default=640)
@@ -271,11 +282,7 @@ def main(argv=None) -> None:
     from shap_e.models.sentence_encoder import SentenceEncoder
 
     encoder = SentenceEncoder.from_package()
-    try:
-        layers = None if args.layers is None else [int(i) for i in args.layers.split(",")]
-        state_encoder = encoder if layers is None else SentenceEncoder.from_package(layers=layers)
-    except ValueError as e:
-        parser.error(f"--layers {args.layers}: {e}")
+    state_encoder = encoder if args.layers is None else layers_encoder(parser, args.layers)
     torch.set_num_threads(1)
     settings = dict(n_train=args.n_train, per_asset=args.per_asset, n_eval=args.n_eval, seed=args.seed,
                     pooling=args.pooling, captions=args.captions, layers=args.layers or "last",

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import torch
 
-from bench.caption_probe import fit_linear_probe
+from bench.caption_probe import fit_linear_probe, layers_encoder
 from shap_e.data.captions import (
     AUGMENT_COLOUR_SYNONYMS,
     COLOUR_SYNONYMS,
@@ -140,11 +140,7 @@ def main(argv=None) -> None:
         parser.error(f"--per-word and --steps must be positive, got {args.per_word} and {args.steps}")
     from shap_e.models.sentence_encoder import SentenceEncoder
 
-    try:
-        layers = None if args.layers is None else [int(i) for i in args.layers.split(",")]
-        probe_encoder = SentenceEncoder.from_package(layers=layers)
-    except ValueError as e:
-        parser.error(f"--layers {args.layers}: {e}")
+    probe_encoder = layers_encoder(parser, args.layers)
     torch.set_num_threads(1)
     results = colour_word_probe(minilm_word_features(probe_encoder), args.per_word, args.steps, args.seed)
     print(f"threads: {torch.get_num_threads()}, layers: {args.layers or 'last'}\n" + markdown(results, args.per_word))
