@@ -173,14 +173,20 @@ class SplitVectorDiffusion(nn.Module):
         image_encoder: Optional[nn.Module] = None,
         latent_head: Optional[nn.Module] = None,
         text_layers: Optional[List[int]] = None,
+        colour_hint: Optional[nn.Module] = None,
     ):
         """text_layers: the MiniLM hidden states a `minilm`/`minilm_tokens` prior reads its captions
-        from, concatenated (`SentenceEncoder`'s `layers`; None: the last layer)."""
+        from, concatenated (`SentenceEncoder`'s `layers`; None: the last layer).
+        colour_hint: a `ColourHint` read-out whose colour token ends every caption grid
+        (`shap_e.models.colour_hint`); only for `minilm_tokens`."""
         super().__init__()
         _check_conditioner(wrapped, conditioner, image_encoder)
         if text_layers is not None and conditioner not in ("minilm", "minilm_tokens"):
             raise ValueError(f"text_layers picks MiniLM's hidden states; it needs conditioner 'minilm' or "
                              f"'minilm_tokens', not {conditioner!r}")
+        if colour_hint is not None and conditioner != "minilm_tokens":
+            raise ValueError(f"colour_hint reads a caption's token grid; it needs conditioner 'minilm_tokens', "
+                             f"not {conditioner!r}")
         if latent_head is not None and image_encoder is None:
             raise ValueError("a latent_head reads the prior's own image grid; it needs conditioner='grid_encoder'")
         self.d_latent = d_latent
@@ -192,6 +198,8 @@ class SplitVectorDiffusion(nn.Module):
         # The image encoder's regression of the latent (`LatentHead`), a start for sampling; optional.
         self.latent_head = latent_head
         self.text_layers = text_layers
+        # Registered only when present, like the image encoder and the latent head.
+        self.colour_hint = colour_hint
         self._clip = None
 
     @property
@@ -258,9 +266,18 @@ class SplitVectorDiffusion(nn.Module):
         self._clip = clip
 
     def _encoder(self):
-        """The configured text/image encoder, created lazily (nothing is loaded until it embeds)."""
+        """The configured text/image encoder, created lazily (nothing is loaded until it embeds); with
+        a colour hint, wrapped so that its grids end with the hint token (`ColourHintEncoder`)."""
         if self.conditioner == "grid_encoder":
             return self.image_encoder
+        if self.colour_hint is not None:
+            from shap_e.models.colour_hint import ColourHintEncoder
+
+            return ColourHintEncoder(self._text_encoder(), self.colour_hint)
+        return self._text_encoder()
+
+    def _text_encoder(self):
+        """CLIP, MiniLM or the encoder given to `set_clip`."""
         if self._clip is None:
             if self.conditioner in ("minilm", "minilm_tokens"):
                 from shap_e.models.sentence_encoder import SentenceEncoder

@@ -8,7 +8,7 @@ the encoder inside the model's forward, with gradients, and dropped rows get the
 """
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Union
+from typing import Callable, Dict, Optional, Union
 
 import torch
 import torch.nn as nn
@@ -31,11 +31,14 @@ class LatentDataset:
     (`conditioner: minilm_tokens`), or pixel images for a
     `grid_encoder` prior: `[n, 3, S, S]` float in [-1, 1] or uint8 in [0, 255] (4x smaller;
     `shap_e.train.condition_images` renders them). provenance: how the dataset was made
-    (`build_latent_dataset`'s settings, e.g. `caption_vocabulary`), kept in the file's header."""
+    (`build_latent_dataset`'s settings, e.g. `caption_vocabulary`), kept in the file's header.
+    colours: optional `[n]` int64 colour class of each row's asset (its first colour, an index into
+    `shap_e.data.COLOURS`), the labels a prior's colour hint is fitted to."""
 
     latents: torch.Tensor
     conditions: torch.Tensor
     provenance: Dict[str, str] = field(default_factory=dict)
+    colours: Optional[torch.Tensor] = None
 
     def __post_init__(self):
         if self.latents.ndim != 2 or len(self.latents) == 0:
@@ -44,6 +47,9 @@ class LatentDataset:
             raise ValueError(
                 f"{len(self.conditions)} conditions for {len(self.latents)} latents; they must be row-aligned"
             )
+        if self.colours is not None and (self.colours.shape != (len(self.latents),) or self.colours.is_floating_point()):
+            raise ValueError(f"colours must be [n] integer class indices row-aligned with the latents, got "
+                             f"{self.colours.dtype} {list(self.colours.shape)} for {len(self.latents)} latents")
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "LatentDataset":
@@ -65,10 +71,13 @@ class LatentDataset:
             raise ValueError(f"{path} lacks {sorted(missing)}; it needs tensors 'latents' and 'conditions'")
         conditions = data["conditions"]
         return cls(data["latents"].float(), conditions if conditions.dtype == torch.uint8 else conditions.float(),
-                   provenance)
+                   provenance, data.get("colours"))
 
     def save(self, path: Union[str, Path]) -> None:
-        write_safetensors(path, {"latents": self.latents, "conditions": self.conditions}, self.provenance)
+        tensors = {"latents": self.latents, "conditions": self.conditions}
+        if self.colours is not None:
+            tensors["colours"] = self.colours
+        write_safetensors(path, tensors, self.provenance)
 
 
 @dataclass

@@ -222,6 +222,20 @@ def build_latent_dataset(
                       else dict(image_size=image_size))
     if text_layers is not None:
         provenance["text_layers"] = text_layers_record(text_layers)
+    labels = colour_labels(records) if stage == "text" else None
     return LatentDataset(latents.repeat_interleave(per_asset, dim=0), conditions,
-                         {key: str(value) for key, value in provenance.items()})
+                         {key: str(value) for key, value in provenance.items()},
+                         None if labels is None else labels.repeat_interleave(per_asset))
+
+
+def colour_labels(records: Sequence[dict]) -> Optional[torch.Tensor]:
+    """`[n]` int64: each asset's first colour as an index into `shap_e.data.COLOURS` (the labels of a
+    prior's colour hint); None when an asset has no colours or one outside that list."""
+    from shap_e.data import COLOURS
+
+    names = list(COLOURS)
+    firsts = [(r.get("colours") or [None])[0] for r in records]
+    if not all(name in names for name in firsts):
+        return None
+    return torch.tensor([names.index(name) for name in firsts], dtype=torch.int64)
 

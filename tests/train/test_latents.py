@@ -44,6 +44,24 @@ def test_text_dataset_repeats_each_latent_once_per_caption(setup):
     torch.testing.assert_close(data.conditions[3:6], WordCountEncoder().embed_text(captions))
 
 
+def test_text_dataset_labels_each_row_with_its_assets_first_colour(setup):
+    from shap_e.data import COLOURS
+
+    folder, transmitter = setup
+    data = build_latent_dataset(transmitter, folder, "text", per_asset=2, text_encoder=WordCountEncoder(),
+                                progress=False)
+    firsts = [list(COLOURS).index(r["colours"][0]) for r in read_assets(folder)]
+    assert data.colours.tolist() == [c for c in firsts for _ in range(2)]
+
+
+def test_colour_labels_are_left_out_when_a_colour_is_not_one_of_the_dataset_colours():
+    from shap_e.train.latents import colour_labels
+
+    assert colour_labels([{"colours": ["cyan"]}, {"colours": ["red", "blue"]}]).tolist() == [11, 0]
+    assert colour_labels([{"colours": ["red"]}, {"colours": ["teal"]}]) is None
+    assert colour_labels([{"colours": []}]) is None
+
+
 def test_augmented_captions_keep_the_asset_caption_and_add_new_words(setup):
     folder, transmitter = setup
     record = read_assets(folder)[1]
