@@ -37,6 +37,19 @@ def test_transmitter_small_round_trip_keeps_shape_and_colour(xm, tmp_path):
     assert dominant_color(mesh)[0] == "blue"
 
 
+def test_text_small_colour_hint_names_the_colour_of_a_prompt_including_some_unseen_words():
+    """The bundled read-out (model_cards/text-small.md, session 39): training colour words, and "aqua"
+    and "rosy", held-out words it reads right in every paraphrase draw."""
+    from shap_e.data import COLOURS
+
+    prior = load_model("text-small").eval()
+    prompts = {"a red cube": "red", "a small blue ball": "blue", "a tall crimson box": "red",
+               "an aqua sphere": "cyan", "a rosy cone": "pink", "a lamp with a white base and a black shade": "white"}
+    grids = prior.cached_model_kwargs(len(prompts), {"texts": list(prompts)})["embeddings"]  # [6, 384, 25]
+    named = [list(COLOURS)[i] for i in grids[:, :len(COLOURS), -1].argmax(-1)]
+    assert named == list(prompts.values())
+
+
 @pytest.mark.slow
 def test_text_small_follows_the_colour_of_its_prompt(xm):
     """Measured: 97.2 % colour on held-out pairs, three draws pooled (model_cards/text-small.md); one seed per prompt here."""
