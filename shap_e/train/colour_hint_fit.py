@@ -4,7 +4,8 @@ The read-out is fitted to the latent dataset's own caption grids and colour labe
 `colours`, written by `shap-e latents --stage text`): `steps` AdamW steps of cross-entropy on random
 batches. Then every caption grid gets its hint token appended, and the prior trains on those grids,
 as it will see them when it samples. Everything random is drawn from `seed` inside a forked random
-state, so the fit is deterministic and leaves the training's own random stream untouched.
+state, so the fit is deterministic and leaves the training's own random stream untouched. A prior
+started from weights (`init`) gets its read-out fitted afresh as well, to the data it trains on.
 """
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Optional, Tuple

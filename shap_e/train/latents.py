@@ -11,6 +11,9 @@ latent of every asset, repeated once per condition, row-aligned with
   `conditioner: minilm_tokens` prior);
 * image: `per_asset` renders of the asset from photo-like viewpoints around +X (`[3, S, S]` in [-1, 1]).
 
+A text dataset also stores each row's colour label (`colour_labels`: the asset's first colour), which
+a prior's colour hint is fitted to (`shap_e.train.colour_hint_fit`).
+
 With `refine_steps`, each latent is first refined against its asset (`shap_e.encoding.refine_latent`):
 sharper shapes for the prior to learn (held-out IoU 0.975 against 0.81 for `transmitter-small`).
 """
