@@ -75,15 +75,21 @@ def prior_step(stage: str) -> Callable[[Context], Prepared]:
         rows = 4 * int(config["batch_size"])
         g = torch.Generator().manual_seed(ctx.seed)
         latents = torch.rand(rows, model_config["d_latent"], generator=g) * 2 - 1
+        colours = None  # colour labels, for a prior with a colour hint
         if "image_encoder" in model_config:  # uint8 renders, as `shap-e latents --stage image` stores them
             size = model_config["image_encoder"]["image_size"]
             conditions = torch.randint(0, 256, (rows, 3, size, size), generator=g, dtype=torch.uint8)
-        else:  # caption token states
-            inner = model_config["inner"]
-            conditions = torch.randn(rows, inner["grid_channels"], inner["grid_tokens"], generator=g)
+        else:  # caption token states (one fewer with a colour hint, which the trainer appends)
+            inner, n_colours = model_config["inner"], model_config.get("colour_hint")
+            tokens = inner["grid_tokens"] - (1 if n_colours else 0)
+            conditions = torch.randn(rows, inner["grid_channels"], tokens, generator=g)
+            if n_colours:
+                colours = torch.randint(0, n_colours, (rows,), generator=g)
+                if ctx.tiny:
+                    config["colour_hint_fit"] = dict(config.get("colour_hint_fit") or {}, steps=1)
         config["train"]["seed"] = ctx.seed
-        run = diffusion_trainer(stage, config, LatentDataset(latents, conditions))
-        info = {"batch_size": int(config["batch_size"]), "conditions": list(conditions.shape[1:]),
+        run = diffusion_trainer(stage, config, LatentDataset(latents, conditions, colours=colours))
+        info = {"batch_size": int(config["batch_size"]), "conditions": list(run.dataset.conditions.shape[1:]),
                 "latent_probe": run.probe_weight, "device": str(next(run.model.parameters()).device)}
         return Prepared(run.trainer.train_step, info, after=lambda record: {"loss": round(record["loss"], 4)})
 

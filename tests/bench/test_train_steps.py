@@ -25,8 +25,9 @@ def test_train_step_stage_updates_the_recipe_model(name):
 def test_train_step_stages_use_the_recipe_shapes():
     prepared = SETUPS["transmitter"](Context(device=torch.device("cpu")))
     assert prepared.info == {"assets_per_step": 16, "n_sdf": 1024, "n_color": 512, "points": 1024, "device": "cpu"}
+    # the caption's 24 token states and the colour hint the trainer appends
     text = SETUPS["text"](Context(device=torch.device("cpu")))
-    assert text.info["batch_size"] == 32 and text.info["conditions"] == [384, 24] and text.info["latent_probe"] == 0
+    assert text.info["batch_size"] == 32 and text.info["conditions"] == [384, 25] and text.info["latent_probe"] == 0
     assert text.info["device"] == "cpu"
     image = SETUPS["image"](Context(device=torch.device("cpu")))
     assert image.info["conditions"] == [3, 64, 64] and image.info["latent_probe"] == 3.0
