@@ -7,6 +7,7 @@ as it will see them when it samples. Everything random is drawn from `seed` insi
 state, so the fit is deterministic and leaves the training's own random stream untouched. A prior
 started from weights (`init`) gets its read-out fitted afresh as well, to the data it trains on.
 """
+import copy
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Optional, Tuple
 
@@ -84,10 +85,16 @@ def fit_colour_hint(hint: ColourHint, grids: torch.Tensor, labels: torch.Tensor,
 def hinted_dataset(hint: ColourHint, dataset: LatentDataset, grid_tokens: int, config: ColourHintFitConfig,
                    progress: bool = True) -> Tuple[LatentDataset, float]:
     """Fit `hint` on `dataset` and return the dataset with every grid's hint token appended
-    (`[n, channels, grid_tokens]`), and the read-out's accuracy on the training captions."""
+    (`[n, channels, grid_tokens]`), and the read-out's accuracy on the training captions.
+
+    The fit and the hint tokens are computed on the CPU, where the dataset is (the same numbers for a
+    prior on any device); the fitted weights are then copied into `hint`.
+    """
     check_hint_inputs(hint, dataset, grid_tokens)
-    accuracy = fit_colour_hint(hint, dataset.conditions, dataset.colours, config, progress)
-    conditions = hint.append_hint(dataset.conditions)
+    on_cpu = copy.deepcopy(hint).cpu()
+    accuracy = fit_colour_hint(on_cpu, dataset.conditions.cpu(), dataset.colours.cpu().long(), config, progress)
+    conditions = on_cpu.append_hint(dataset.conditions.cpu())
+    hint.load_state_dict(on_cpu.state_dict())
     return LatentDataset(dataset.latents, conditions, dataset.provenance, dataset.colours), accuracy
 
 
