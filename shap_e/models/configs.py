@@ -4,14 +4,16 @@ Configs are the constructor keyword arguments of the official release (`shap_e/c
 `model_from_config(config, device)` keeps the official import path and signature.
 """
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
 
 import torch
 import torch.nn as nn
 import yaml
 
 ConfigLike = Union[Mapping[str, Any], str, Path]
+T = TypeVar("T")
 
 
 def read_config(config: ConfigLike) -> Dict[str, Any]:
@@ -52,6 +54,17 @@ def check_keys(config: Mapping[str, Any], allowed: Iterable[str], where: str) ->
     unknown = sorted(set(config) - allowed)
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in the {where} config; valid keys: {sorted(allowed)}")
+
+
+def settings_of(config: Mapping[str, Any], key: str, settings_class: Callable[..., T]) -> T:
+    """`settings_class` (a dataclass) built from `config[key]`, a mapping of its fields (absent, None or
+    `{}`: the defaults); a ValueError names `key` for anything else or for an unknown field."""
+    settings = config.get(key)
+    settings = {} if settings is None else settings
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"{key} must be a mapping of settings ({{}} for the defaults), got {settings!r}")
+    check_keys(settings, {f.name for f in fields(settings_class)}, key)
+    return settings_class(**settings)
 
 
 def resolve_device(device: Optional[Union[str, torch.device]]) -> Optional[torch.device]:

@@ -8,7 +8,7 @@ state, so the fit is deterministic and leaves the training's own random stream u
 started from weights (`init`) gets its read-out fitted afresh as well, to the data it trains on.
 """
 import copy
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -16,7 +16,7 @@ import torch.nn as nn
 from tqdm.auto import tqdm
 
 from shap_e.models.colour_hint import ColourHint
-from shap_e.models.configs import check_keys
+from shap_e.models.configs import settings_of
 from shap_e.train.diffusion_training import LatentDataset
 
 
@@ -91,9 +91,9 @@ def hinted_dataset(hint: ColourHint, dataset: LatentDataset, grid_tokens: int, c
     prior on any device); the fitted weights are then copied into `hint`.
     """
     check_hint_inputs(hint, dataset, grid_tokens)
-    on_cpu = copy.deepcopy(hint).cpu()
-    accuracy = fit_colour_hint(on_cpu, dataset.conditions.cpu(), dataset.colours.cpu().long(), config, progress)
-    conditions = on_cpu.append_hint(dataset.conditions.cpu())
+    on_cpu, grids = copy.deepcopy(hint).cpu(), dataset.conditions.cpu()
+    accuracy = fit_colour_hint(on_cpu, grids, dataset.colours.cpu().long(), config, progress)
+    conditions = on_cpu.append_hint(grids)
     hint.load_state_dict(on_cpu.state_dict())
     return LatentDataset(dataset.latents, conditions, dataset.provenance, dataset.colours), accuracy
 
@@ -108,9 +108,5 @@ def colour_hint_data(model: nn.Module, dataset: LatentDataset, config: Dict[str,
         if "colour_hint_fit" in config:
             raise ValueError("colour_hint_fit fits a prior's colour hint; the model config has no colour_hint")
         return dataset, None
-    settings = config.get("colour_hint_fit")
-    settings = {} if settings is None else settings
-    if not isinstance(settings, dict):
-        raise ValueError(f"colour_hint_fit must be a mapping of settings, got {settings!r}")
-    check_keys(settings, {f.name for f in fields(ColourHintFitConfig)}, "colour_hint_fit")
-    return hinted_dataset(hint, dataset, model.wrapped.grid_shape[1], ColourHintFitConfig(**settings), progress)
+    fit = settings_of(config, "colour_hint_fit", ColourHintFitConfig)
+    return hinted_dataset(hint, dataset, model.wrapped.grid_shape[1], fit, progress)

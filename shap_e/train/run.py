@@ -238,18 +238,14 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False,
 
 def head_refit_config(config: Dict[str, Any], model: torch.nn.Module, dataset) -> Optional["HeadRefitConfig"]:
     """The `head_refit` settings of a diffusion config (None without the key), checked before training."""
-    from dataclasses import fields
-
+    from shap_e.models.configs import settings_of
     from shap_e.train.head_refit import HeadRefitConfig, check_refit_inputs
 
     if "head_refit" not in config:
         return None
-    settings = config["head_refit"] if config["head_refit"] is not None else {}
-    if not isinstance(settings, dict):
-        raise ValueError(f"head_refit must be a mapping of settings ({{}} for the defaults), got {settings!r}")
-    check_keys(settings, {f.name for f in fields(HeadRefitConfig)}, "head_refit")
+    refit = settings_of(config, "head_refit", HeadRefitConfig)
     check_refit_inputs(model, dataset.conditions, dataset.latents)
-    return HeadRefitConfig(**settings)
+    return refit
 
 
 def refit_exported_head(trainer: Trainer, model: torch.nn.Module, dataset, refit: "HeadRefitConfig") -> None:

@@ -84,3 +84,21 @@ def test_skip_weight_init_leaves_init_functions_restored_and_skips_randomness():
     torch.nn.Linear(4, 4)
     assert not torch.equal(state, torch.random.get_rng_state())  # a normal build consumes the RNG
     assert a.weight.shape == (4, 4)
+
+
+def test_settings_of_builds_the_dataclass_from_a_mapping_and_names_the_key_when_it_cannot():
+    from dataclasses import dataclass
+
+    from shap_e.models.configs import settings_of
+
+    @dataclass
+    class Fit:
+        steps: int = 3
+        lr: float = 0.5
+
+    assert settings_of({}, "fit", Fit) == Fit() == settings_of({"fit": None}, "fit", Fit)
+    assert settings_of({"fit": {"steps": 7}}, "fit", Fit) == Fit(steps=7, lr=0.5)
+    with pytest.raises(ValueError, match=r"fit must be a mapping of settings \(\{\} for the defaults\), got \[1\]"):
+        settings_of({"fit": [1]}, "fit", Fit)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['step'\] in the fit config; valid keys: \['lr', 'steps'\]"):
+        settings_of({"fit": {"step": 7}}, "fit", Fit)
