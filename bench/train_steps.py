@@ -65,6 +65,7 @@ def prior_step(stage: str) -> Callable[[Context], Prepared]:
     built by `diffusion_trainer` as `shap-e train` builds it (on `training_device()`)."""
 
     def setup(ctx: Context) -> Prepared:
+        from shap_e.train.caption_hint_fit import LABELS_OF
         from shap_e.train.diffusion_training import LatentDataset
         from shap_e.train.run import diffusion_trainer, read_config
 
@@ -75,20 +76,21 @@ def prior_step(stage: str) -> Callable[[Context], Prepared]:
         rows = 4 * int(config["batch_size"])
         g = torch.Generator().manual_seed(ctx.seed)
         latents = torch.rand(rows, model_config["d_latent"], generator=g) * 2 - 1
-        colours = None  # colour labels, for a prior with a colour hint
+        labels = {}  # colour / category labels, for a prior with caption hints
         if "image_encoder" in model_config:  # uint8 renders, as `shap-e latents --stage image` stores them
             size = model_config["image_encoder"]["image_size"]
             conditions = torch.randint(0, 256, (rows, 3, size, size), generator=g, dtype=torch.uint8)
-        else:  # caption token states (one fewer with a colour hint, which the trainer appends)
-            inner, n_colours = model_config["inner"], model_config.get("colour_hint")
-            tokens = inner["grid_tokens"] - (1 if n_colours else 0)
-            conditions = torch.randn(rows, inner["grid_channels"], tokens, generator=g)
-            if n_colours:
-                colours = torch.randint(0, n_colours, (rows,), generator=g)
+        else:  # caption token states (one fewer per caption hint, whose tokens the trainer appends)
+            inner = model_config["inner"]
+            hints = {a: model_config[f"{a}_hint"] for a in ("colour", "category") if model_config.get(f"{a}_hint")}
+            conditions = torch.randn(rows, inner["grid_channels"], inner["grid_tokens"] - len(hints), generator=g)
+            for attribute, n_classes in hints.items():
+                labels[LABELS_OF[attribute]] = torch.randint(0, n_classes, (rows,), generator=g)
                 if ctx.tiny:
-                    config["colour_hint_fit"] = dict(config.get("colour_hint_fit") or {}, steps=1)
+                    key = f"{attribute}_hint_fit"
+                    config[key] = dict(config.get(key) or {}, steps=1)
         config["train"]["seed"] = ctx.seed
-        run = diffusion_trainer(stage, config, LatentDataset(latents, conditions, colours=colours))
+        run = diffusion_trainer(stage, config, LatentDataset(latents, conditions, **labels))
         info = {"batch_size": int(config["batch_size"]), "conditions": list(run.dataset.conditions.shape[1:]),
                 "latent_probe": run.probe_weight, "device": str(next(run.model.parameters()).device)}
         return Prepared(run.trainer.train_step, info, after=lambda record: {"loss": round(record["loss"], 4)})

@@ -88,7 +88,7 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
 
     check_keys(
         config, {"name", "d_latent", "latent_ctx", "inner", "conditioner", "image_encoder", "latent_head", "text_layers",
-                 "colour_hint"},
+                 "colour_hint", "category_hint"},
         "SplitVectorDiffusion",
     )
     inner = dict(config["inner"])
@@ -121,7 +121,8 @@ def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
         image_encoder=image_encoder,
         latent_head=_latent_head(config.get("latent_head", False), image_encoder, d_latent, device),
         text_layers=_text_layers(config.get("text_layers")),
-        colour_hint=_colour_hint(config.get("colour_hint"), wrapped, device),
+        colour_hint=_caption_hint("colour", config.get("colour_hint"), wrapped, device),
+        category_hint=_caption_hint("category", config.get("category_hint"), wrapped, device),
     )
 
 
@@ -138,19 +139,21 @@ def _text_layers(layers: Any) -> Optional[List[int]]:
         raise ValueError(f"text_layers: {e}; for example [0, 6]") from e
 
 
-def _colour_hint(n_classes: Any, wrapped: nn.Module, device) -> Optional[nn.Module]:
-    """The prior's `ColourHint` read-out (`colour_hint: N`, N colour classes), sized to its caption grid."""
+def _caption_hint(attribute: str, n_classes: Any, wrapped: nn.Module, device) -> Optional[nn.Module]:
+    """The prior's `CaptionHint` read-out of `attribute` (`colour_hint: N` / `category_hint: N`, N
+    classes), sized to its caption grid."""
+    key = f"{attribute}_hint"
     if n_classes is None:
         return None
     if not isinstance(n_classes, int) or isinstance(n_classes, bool) or n_classes < 1:
-        raise ValueError(f"colour_hint must be the number of colour classes (12 for the procedural data), "
+        raise ValueError(f"{key} must be the number of {attribute} classes (12 for the procedural data), "
                          f"got {n_classes!r}")
     if not hasattr(wrapped, "grid_shape"):
-        raise ValueError("colour_hint reads a caption's token grid; it needs conditioner minilm_tokens and the "
+        raise ValueError(f"{key} reads a caption's token grid; it needs conditioner minilm_tokens and the "
                          "grid inner model CLIPImageGridPointDiffusionTransformer")
-    from shap_e.models.colour_hint import ColourHint
+    from shap_e.models.caption_hint import CaptionHint
 
-    return ColourHint(wrapped.grid_shape[0], n_classes, device=device)
+    return CaptionHint(wrapped.grid_shape[0], n_classes, attribute, device=device)
 
 
 def _latent_head(enabled: Any, image_encoder: Optional[nn.Module], d_latent: int, device) -> Optional[nn.Module]:

@@ -174,19 +174,21 @@ class SplitVectorDiffusion(nn.Module):
         latent_head: Optional[nn.Module] = None,
         text_layers: Optional[List[int]] = None,
         colour_hint: Optional[nn.Module] = None,
+        category_hint: Optional[nn.Module] = None,
     ):
         """text_layers: the MiniLM hidden states a `minilm`/`minilm_tokens` prior reads its captions
         from, concatenated (`SentenceEncoder`'s `layers`; None: the last layer).
-        colour_hint: a `ColourHint` read-out whose colour token ends every caption grid
-        (`shap_e.models.colour_hint`); only for `minilm_tokens`."""
+        colour_hint, category_hint: `CaptionHint` read-outs whose tokens end every caption grid, the
+        colour's then the category's (`shap_e.models.caption_hint`); only for `minilm_tokens`."""
         super().__init__()
         _check_conditioner(wrapped, conditioner, image_encoder)
         if text_layers is not None and conditioner not in ("minilm", "minilm_tokens"):
             raise ValueError(f"text_layers picks MiniLM's hidden states; it needs conditioner 'minilm' or "
                              f"'minilm_tokens', not {conditioner!r}")
-        if colour_hint is not None and conditioner != "minilm_tokens":
-            raise ValueError(f"colour_hint reads a caption's token grid; it needs conditioner 'minilm_tokens', "
-                             f"not {conditioner!r}")
+        for name, hint in (("colour_hint", colour_hint), ("category_hint", category_hint)):
+            if hint is not None and conditioner != "minilm_tokens":
+                raise ValueError(f"{name} reads a caption's token grid; it needs conditioner 'minilm_tokens', "
+                                 f"not {conditioner!r}")
         if latent_head is not None and image_encoder is None:
             raise ValueError("a latent_head reads the prior's own image grid; it needs conditioner='grid_encoder'")
         self.d_latent = d_latent
@@ -200,6 +202,7 @@ class SplitVectorDiffusion(nn.Module):
         self.text_layers = text_layers
         # Registered only when present, like the image encoder and the latent head.
         self.colour_hint = colour_hint
+        self.category_hint = category_hint
         self._clip = None
 
     @property
@@ -265,15 +268,20 @@ class SplitVectorDiffusion(nn.Module):
             raise ValueError("this prior embeds images with its own trained image_encoder; set_clip does not apply")
         self._clip = clip
 
+    @property
+    def hints(self) -> List[nn.Module]:
+        """The prior's caption hints (`CaptionHint`), in the order their tokens end its grids."""
+        return [hint for hint in (self.colour_hint, self.category_hint) if hint is not None]
+
     def _encoder(self):
         """The configured text/image encoder, created lazily (nothing is loaded until it embeds); with
-        a colour hint, wrapped so that its grids end with the hint token (`ColourHintEncoder`)."""
+        caption hints, wrapped so that its grids end with the hint tokens (`CaptionHintEncoder`)."""
         if self.conditioner == "grid_encoder":
             return self.image_encoder
-        if self.colour_hint is not None:
-            from shap_e.models.colour_hint import ColourHintEncoder
+        if self.hints:
+            from shap_e.models.caption_hint import CaptionHintEncoder
 
-            return ColourHintEncoder(self._text_encoder(), self.colour_hint)
+            return CaptionHintEncoder(self._text_encoder(), self.hints)
         return self._text_encoder()
 
     def _text_encoder(self):

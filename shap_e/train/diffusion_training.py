@@ -33,12 +33,14 @@ class LatentDataset:
     `shap_e.train.condition_images` renders them). provenance: how the dataset was made
     (`build_latent_dataset`'s settings, e.g. `caption_vocabulary`), kept in the file's header.
     colours: optional `[n]` int64 colour class of each row's asset (its first colour, an index into
-    `shap_e.data.COLOURS`), the labels a prior's colour hint is fitted to."""
+    `shap_e.data.COLOURS`), the labels a prior's colour hint is fitted to. categories: likewise the
+    category class (an index into `shap_e.data.CATEGORIES`), for a category hint."""
 
     latents: torch.Tensor
     conditions: torch.Tensor
     provenance: Dict[str, str] = field(default_factory=dict)
     colours: Optional[torch.Tensor] = None
+    categories: Optional[torch.Tensor] = None
 
     def __post_init__(self):
         if self.latents.ndim != 2 or len(self.latents) == 0:
@@ -47,9 +49,11 @@ class LatentDataset:
             raise ValueError(
                 f"{len(self.conditions)} conditions for {len(self.latents)} latents; they must be row-aligned"
             )
-        if self.colours is not None and (self.colours.shape != (len(self.latents),) or self.colours.is_floating_point()):
-            raise ValueError(f"colours must be [n] integer class indices row-aligned with the latents, got "
-                             f"{self.colours.dtype} {list(self.colours.shape)} for {len(self.latents)} latents")
+        for name in ("colours", "categories"):
+            labels = getattr(self, name)
+            if labels is not None and (labels.shape != (len(self.latents),) or labels.is_floating_point()):
+                raise ValueError(f"{name} must be [n] integer class indices row-aligned with the latents, got "
+                                 f"{labels.dtype} {list(labels.shape)} for {len(self.latents)} latents")
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "LatentDataset":
@@ -71,12 +75,13 @@ class LatentDataset:
             raise ValueError(f"{path} lacks {sorted(missing)}; it needs tensors 'latents' and 'conditions'")
         conditions = data["conditions"]
         return cls(data["latents"].float(), conditions if conditions.dtype == torch.uint8 else conditions.float(),
-                   provenance, data.get("colours"))
+                   provenance, data.get("colours"), data.get("categories"))
 
     def save(self, path: Union[str, Path]) -> None:
         tensors = {"latents": self.latents, "conditions": self.conditions}
-        if self.colours is not None:
-            tensors["colours"] = self.colours
+        for name in ("colours", "categories"):
+            if getattr(self, name) is not None:
+                tensors[name] = getattr(self, name)
         write_safetensors(path, tensors, self.provenance)
 
 

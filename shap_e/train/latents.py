@@ -11,8 +11,8 @@ latent of every asset, repeated once per condition, row-aligned with
   `conditioner: minilm_tokens` prior);
 * image: `per_asset` renders of the asset from photo-like viewpoints around +X (`[3, S, S]` in [-1, 1]).
 
-A text dataset also stores each row's colour label (`colour_labels`: the asset's first colour), which
-a prior's colour hint is fitted to (`shap_e.train.colour_hint_fit`).
+A text dataset also stores each row's colour and category labels (`colour_labels`: the asset's first
+colour; `category_labels`), which a prior's caption hints are fitted to (`shap_e.train.caption_hint_fit`).
 
 With `refine_steps`, each latent is first refined against its asset (`shap_e.encoding.refine_latent`):
 sharper shapes for the prior to learn (held-out IoU 0.975 against 0.81 for `transmitter-small`).
@@ -225,10 +225,11 @@ def build_latent_dataset(
                       else dict(image_size=image_size))
     if text_layers is not None:
         provenance["text_layers"] = text_layers_record(text_layers)
-    labels = colour_labels(records) if stage == "text" else None
+    colours, categories = (colour_labels(records), category_labels(records)) if stage == "text" else (None, None)
     return LatentDataset(latents.repeat_interleave(per_asset, dim=0), conditions,
                          {key: str(value) for key, value in provenance.items()},
-                         None if labels is None else labels.repeat_interleave(per_asset))
+                         None if colours is None else colours.repeat_interleave(per_asset),
+                         None if categories is None else categories.repeat_interleave(per_asset))
 
 
 def colour_labels(records: Sequence[dict]) -> Optional[torch.Tensor]:
@@ -241,4 +242,16 @@ def colour_labels(records: Sequence[dict]) -> Optional[torch.Tensor]:
     if not all(name in names for name in firsts):
         return None
     return torch.tensor([names.index(name) for name in firsts], dtype=torch.int64)
+
+
+def category_labels(records: Sequence[dict]) -> Optional[torch.Tensor]:
+    """`[n]` int64: each asset's category as an index into `shap_e.data.CATEGORIES` (the labels of a
+    prior's category hint); None when an asset has no category or one outside that list."""
+    from shap_e.data import CATEGORIES
+
+    names = list(CATEGORIES)
+    categories = [r.get("category") for r in records]
+    if not all(name in names for name in categories):
+        return None
+    return torch.tensor([names.index(name) for name in categories], dtype=torch.int64)
 

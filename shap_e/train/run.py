@@ -21,15 +21,16 @@ see `diffusion_batch_fn`), `latent_probe` (optional, default 0: for a prior that
 encoder, the weight of an auxiliary latent regression from the encoder's grid, see
 `LatentProbeObjective`; only the prior is exported), `head_refit` (optional: for a prior with a latent
 head, a mapping of `HeadRefitConfig` fields, `{}` for the defaults; after the last step the head is
-fitted afresh on the frozen encoder, see `shap_e.train.head_refit`), `colour_hint_fit` (optional: for
-a prior with a colour hint, a mapping of `ColourHintFitConfig` fields; the read-out is always fitted
-before the first step, with the defaults when the key is absent, see `shap_e.train.colour_hint_fit`)
+fitted afresh on the frozen encoder, see `shap_e.train.head_refit`), `colour_hint_fit` and
+`category_hint_fit` (optional: for a prior with that caption hint, a mapping of `HintFitConfig`
+fields; the read-out is always fitted before the first step, with the defaults when the key is
+absent, see `shap_e.train.caption_hint_fit`)
 and `train` (the fields of `TrainConfig`).
 
 Either kind of file may name `extends: other.yaml` and give only what differs (`read_training_config`).
 """
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -47,7 +48,8 @@ if TYPE_CHECKING:
 
 DIFFUSION_KEYS = {
     "model", "diffusion", "data", "batch_size", "init", "normalize_latents", "condition_noise", "token_dropout",
-    "latent_probe", "head_refit", "colour_hint_fit", "train",
+    "latent_probe", "head_refit", "colour_hint_fit",
+    "category_hint_fit", "train",
 }
 TRANSMITTER_KEYS = {
     "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
@@ -140,14 +142,15 @@ class DiffusionRun:
     diffusion_config: Dict[str, Any]  # with the latent standardisation when `normalize_latents`
     refit: Optional["HeadRefitConfig"]
     probe_weight: float
-    hint_accuracy: Optional[float] = None  # the colour hint's accuracy on the training captions
+    # each caption hint's accuracy on the training captions, e.g. {"colour_hint_accuracy": 0.9998}
+    hint_accuracy: Dict[str, float] = field(default_factory=dict)
 
 
 def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["LatentDataset"] = None) -> DiffusionRun:
     """The checked `Trainer` of a text or image prior config, on `dataset` (a `LatentDataset`; by
     default the config's `data` file). `bench/train_steps.py` times its steps on random tensors."""
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-    from shap_e.train.colour_hint_fit import colour_hint_data
+    from shap_e.train.caption_hint_fit import caption_hint_data
     from shap_e.train.diffusion_training import (
         LatentDataset,
         LatentProbeObjective,
@@ -175,7 +178,7 @@ def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["Lat
         )
     dataset = dataset if dataset is not None else LatentDataset.load(config["data"])
     _check_text_layers(model, dataset.provenance)
-    dataset, hint_accuracy = colour_hint_data(model, dataset, config, train_config.progress)
+    dataset, hint_accuracy = caption_hint_data(model, dataset, config, train_config.progress)
     diffusion_config = dict(read_config(config["diffusion"]))
     if config.get("normalize_latents", False):
         diffusion_config.update(latent_standardization(dataset.latents))
@@ -224,8 +227,8 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False,
     if trainer.rank == 0:
         write_yaml(run.diffusion_config, trainer.out_dir / "diffusion.yaml")
         write_yaml({"data": str(config["data"]), **run.dataset.provenance}, trainer.out_dir / "dataset.yaml")
-    if run.hint_accuracy is not None and not resume:
-        trainer.log({"colour_hint_accuracy": round(run.hint_accuracy, 6)})
+    if run.hint_accuracy and not resume:
+        trainer.log({name: round(value, 6) for name, value in run.hint_accuracy.items()})
     if resume:
         trainer.resume()
     trainer.fit(stop_at)

@@ -58,9 +58,11 @@ def test_dataset_rejects_misaligned_rows_and_missing_files(tmp_path):
         LatentDataset(torch.zeros(3, 8), torch.zeros(2, 4))
     with pytest.raises(FileNotFoundError, match="nope.safetensors"):
         LatentDataset.load(tmp_path / "nope.safetensors")
-    for colours in (torch.zeros(2, dtype=torch.long), torch.zeros(3)):
+    for labels in (torch.zeros(2, dtype=torch.long), torch.zeros(3)):
         with pytest.raises(ValueError, match=r"colours must be \[n\] integer class indices"):
-            LatentDataset(torch.zeros(3, 8), torch.zeros(3, 4), {}, colours)
+            LatentDataset(torch.zeros(3, 8), torch.zeros(3, 4), {}, labels)
+        with pytest.raises(ValueError, match=r"categories must be \[n\] integer class indices"):
+            LatentDataset(torch.zeros(3, 8), torch.zeros(3, 4), {}, None, labels)
 
 
 def test_dataset_round_trips_through_safetensors(tmp_path):
@@ -68,10 +70,11 @@ def test_dataset_round_trips_through_safetensors(tmp_path):
     data.save(tmp_path / "d.safetensors")
     back = LatentDataset.load(tmp_path / "d.safetensors")
     assert torch.equal(back.latents, data.latents) and torch.equal(back.conditions, data.conditions)
-    assert back.provenance == {} and back.colours is None
-    labelled = replace(data, colours=torch.arange(len(data.latents)))
+    assert back.provenance == {} and back.colours is None and back.categories is None
+    labelled = replace(data, colours=torch.arange(len(data.latents)), categories=torch.arange(len(data.latents)).flip(0))
     labelled.save(tmp_path / "c.safetensors")
-    assert torch.equal(LatentDataset.load(tmp_path / "c.safetensors").colours, labelled.colours)
+    back = LatentDataset.load(tmp_path / "c.safetensors")
+    assert torch.equal(back.colours, labelled.colours) and torch.equal(back.categories, labelled.categories)
     replace(data, provenance={"caption_vocabulary": "augmented", "seed": "0"}).save(tmp_path / "p.safetensors")
     assert LatentDataset.load(tmp_path / "p.safetensors").provenance == {"caption_vocabulary": "augmented", "seed": "0"}
 

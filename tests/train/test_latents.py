@@ -44,14 +44,18 @@ def test_text_dataset_repeats_each_latent_once_per_caption(setup):
     torch.testing.assert_close(data.conditions[3:6], WordCountEncoder().embed_text(captions))
 
 
-def test_text_dataset_labels_each_row_with_its_assets_first_colour(setup):
-    from shap_e.data import COLOURS
+def test_text_dataset_labels_each_row_with_its_assets_first_colour_and_category(setup):
+    from shap_e.data import CATEGORIES, COLOURS
 
     folder, transmitter = setup
     data = build_latent_dataset(transmitter, folder, "text", per_asset=2, text_encoder=WordCountEncoder(),
                                 progress=False)
-    firsts = [list(COLOURS).index(r["colours"][0]) for r in read_assets(folder)]
+    records = read_assets(folder)
+    firsts = [list(COLOURS).index(r["colours"][0]) for r in records]
     assert data.colours.tolist() == [c for c in firsts for _ in range(2)]
+    categories = [list(CATEGORIES).index(r["category"]) for r in records]
+    assert data.categories.tolist() == [c for c in categories for _ in range(2)]
+    assert len(set(categories)) > 1
 
 
 def test_colour_labels_are_left_out_when_a_colour_is_not_one_of_the_dataset_colours():
@@ -60,6 +64,14 @@ def test_colour_labels_are_left_out_when_a_colour_is_not_one_of_the_dataset_colo
     assert colour_labels([{"colours": ["cyan"]}, {"colours": ["red", "blue"]}]).tolist() == [11, 0]
     assert colour_labels([{"colours": ["red"]}, {"colours": ["teal"]}]) is None
     assert colour_labels([{"colours": []}]) is None
+
+
+def test_category_labels_are_left_out_when_a_category_is_not_one_of_the_dataset_categories():
+    from shap_e.train.latents import category_labels
+
+    assert category_labels([{"category": "snowman"}, {"category": "cube"}]).tolist() == [11, 0]
+    assert category_labels([{"category": "cube"}, {"category": "vase"}]) is None
+    assert category_labels([{"colours": ["red"]}]) is None
 
 
 def test_augmented_captions_keep_the_asset_caption_and_add_new_words(setup):
