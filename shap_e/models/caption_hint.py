@@ -1,13 +1,13 @@
 """Caption hints for a caption-token prior: extra grid tokens that name the caption's colour or category.
 
 MiniLM's token states of an unseen colour word ("ruby", "aqua") are far from those of the colour
-names the prior was trained on, so the prior often misreads them; and a caption that pairs a
-category with a colour it was never trained with ("a green table") pulls its shape towards the
-objects that colour was trained on. `CaptionHint` is a small read-out of the caption's token grid
-(attention pooling over the tokens, then one linear layer) fitted to the training captions' labels
-of one attribute (`shap_e.train.caption_hint_fit`). Its probabilities over the attribute's classes,
-scaled to a typical token's norm, become one more grid token, so the prior learns to take that
-attribute from a clean token (`model_cards/text-small.md`, sessions 39 and 40).
+names the prior was trained on, so the prior often misreads them. `CaptionHint` is a small read-out
+of the caption's token grid (attention pooling over the tokens, then one linear layer) fitted to the
+training captions' labels of one attribute (`shap_e.train.caption_hint_fit`). Its probabilities over
+the attribute's classes, scaled to a typical token's norm, become one more grid token, so the prior
+learns to take that attribute from a clean token. For the colour, the read-out generalises to unseen
+words better than the prior does (`text-small` ships with it); a category hint was measured and not
+adopted (`model_cards/text-small.md`, sessions 39 and 40).
 
 A prior configured with `colour_hint: N` and/or `category_hint: M` owns such read-outs (state-dict
 keys `colour_hint.*`, `category_hint.*`) and reads grids of `grid_tokens - n_hints` caption tokens,

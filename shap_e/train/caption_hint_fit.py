@@ -58,7 +58,8 @@ def check_hint_inputs(hints: Sequence[CaptionHint], dataset: LatentDataset, grid
     for hint in hints:
         labels = getattr(dataset, LABELS_OF[hint.attribute])
         if labels is None:
-            raise ValueError(f"the latents have no {LABELS_OF[hint.attribute]} labels for the {hint.attribute} hint: "
+            raise ValueError(f"the latents have no {hint.attribute} labels (`{LABELS_OF[hint.attribute]}`) for the "
+                             f"{hint.attribute} hint: "
                              f"make them with `shap-e latents --stage text` from a dataset whose captions.jsonl "
                              f"names each asset's category and colours")
         if int(labels.min()) < 0 or int(labels.max()) >= hint.n_classes:

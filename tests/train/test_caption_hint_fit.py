@@ -86,7 +86,7 @@ def test_hinted_dataset_fits_each_hint_to_its_own_labels_and_appends_colour_then
 @pytest.mark.parametrize("conditions, colours, message", [
     (torch.zeros(4, 16, 4), torch.zeros(4, dtype=torch.long), r"trains on caption grids of 3 tokens .* --text-tokens 3"),
     (torch.zeros(4, 16), torch.zeros(4, dtype=torch.long), "trains on caption grids of 3 tokens"),
-    (torch.zeros(4, 16, 3), None, "the latents have no colours labels for the colour hint"),
+    (torch.zeros(4, 16, 3), None, r"the latents have no colour labels \(`colours`\) for the colour hint"),
     (torch.zeros(4, 16, 3), torch.tensor([0, 1, 2, 4]), "colour labels run from 0 to 4; .* colour_hint has 4 classes"),
 ])
 def test_data_the_hint_cannot_be_fitted_to_is_refused(conditions, colours, message):
@@ -96,7 +96,7 @@ def test_data_the_hint_cannot_be_fitted_to_is_refused(conditions, colours, messa
 
 
 @pytest.mark.parametrize("categories, message", [
-    (None, "the latents have no categories labels for the category hint"),
+    (None, r"the latents have no category labels \(`categories`\) for the category hint"),
     (torch.tensor([0, 1, 2, 5]), "category labels run from 0 to 5; .* category_hint has 5 classes"),
 ])
 def test_data_without_fitting_category_labels_is_refused_for_a_category_hint(categories, message):
