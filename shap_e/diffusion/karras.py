@@ -128,17 +128,23 @@ class KarrasDenoiser:
         return out.pred_xstart
 
 
-def guided_denoiser(denoiser: Denoiser, guidance_scale: float) -> Denoiser:
+def guided_denoiser(denoiser: Denoiser, guidance_scale: float, max_sigma: Optional[float] = None) -> Denoiser:
     """Classifier-free guidance in one batched call: D(cat[x, x]) on [cond | uncond] kwargs rows.
 
     The wrapped denoiser's model kwargs must already hold the conditional rows followed by the
     unconditional (zero) rows. x̂₀ = x̂₀_u + s (x̂₀_c − x̂₀_u) on every channel.
+
+    max_sigma: guide only the rows whose σ ≤ max_sigma; above it s = 1, the conditional
+    prediction alone (None: guide at every σ).
     """
 
     def guided(x: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
         denoised = denoiser(torch.cat([x, x], dim=0), torch.cat([sigmas, sigmas], dim=0))
         cond, uncond = torch.split(denoised, len(x), dim=0)
-        return uncond + guidance_scale * (cond - uncond)
+        if max_sigma is None:
+            return uncond + guidance_scale * (cond - uncond)
+        scale = torch.where(sigmas <= max_sigma, guidance_scale, 1.0).to(cond.dtype)
+        return uncond + scale.view(-1, *([1] * (cond.dim() - 1))) * (cond - uncond)
 
     return guided
 

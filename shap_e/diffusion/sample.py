@@ -38,6 +38,7 @@ def sample_latents(
     strength: Optional[float] = None,
     dtype: Optional[torch.dtype] = None,
     legacy_guidance: bool = False,
+    guidance_max_sigma: Optional[float] = None,
 ) -> torch.Tensor:
     """Sample `[batch_size, model.d_latent]` float32 latents.
 
@@ -59,6 +60,9 @@ def sample_latents(
       float16, or bfloat16 on CPU. The sampler arithmetic always stays float32.
     * `legacy_guidance`: non-Karras path only; reproduce the reference's quirk (guidance on the
       first 3 output entries, a `2 * batch_size`-row result).
+    * `guidance_max_sigma`: Karras path only; guide only the steps at σ ≤ this value, and use the
+      conditional prediction alone above it (None: guide every step). Measured on `text-small`:
+      5 lifts held-out pair category from 83.0 % to 85.4 % (model_cards/text-small.md, session 40).
     """
     settings = resolve_preset(preset, sampler=sampler, use_karras=use_karras,
                               karras_steps=karras_steps, sigma_min=sigma_min, sigma_max=sigma_max,
@@ -69,6 +73,7 @@ def sample_latents(
     guided = guidance_scale not in (0.0, 1.0)
     _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps, s_churn, sampler,
               generator, init_latent, strength, legacy_guidance)
+    _validate_guidance_max_sigma(guidance_max_sigma, use_karras)
     if device is None:
         device = _model_device(model)
     device = torch.device(device)
@@ -93,7 +98,7 @@ def sample_latents(
             x = init + randn(shape, generator, device=device) * sigmas[0]
         denoiser = KarrasDenoiser(model_fn, diffusion, clip_denoised, model_kwargs)
         if guided:
-            denoiser = guided_denoiser(denoiser, guidance_scale)
+            denoiser = guided_denoiser(denoiser, guidance_scale, guidance_max_sigma)
         options = {"s_churn": s_churn} if s_churn else {}
         x = SAMPLERS[sampler](denoiser, x, sigmas, generator=generator, progress=progress, **options)
         return diffusion.unscale_channels(x)
@@ -147,6 +152,15 @@ def _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps,
     _validate_init(init_latent, strength, use_karras, batch_size, model.d_latent)
     rows = 2 * batch_size if (legacy_guidance and guided and not use_karras) else batch_size
     check_generator(generator, rows)
+
+
+def _validate_guidance_max_sigma(max_sigma: Optional[float], use_karras: bool) -> None:
+    if max_sigma is None:
+        return
+    if isinstance(max_sigma, bool) or not isinstance(max_sigma, (int, float)) or not max_sigma > 0:
+        raise ValueError(f"guidance_max_sigma must be a positive number (or None), got {max_sigma!r}")
+    if not use_karras:
+        raise ValueError("guidance_max_sigma needs use_karras=True: the DDPM path has no sigma schedule")
 
 
 def _validate_init(init_latent, strength, use_karras, batch_size, d_latent) -> None:

@@ -62,6 +62,14 @@ def test_guided_denoiser_makes_one_batched_call_and_guides_every_channel():
     assert torch.equal(out, torch.full((2, 3), 4.0))  # 1 + 3 * (2 - 1)
 
 
+def test_guided_denoiser_with_max_sigma_guides_only_the_rows_at_or_below_it():
+    def denoiser(x, sigma):
+        return torch.cat([torch.full((3, 2), 2.0), torch.full((3, 2), 1.0)])
+
+    out = guided_denoiser(denoiser, 3.0, max_sigma=5.0)(torch.zeros(3, 2), torch.tensor([10.0, 5.0, 0.5]))
+    assert torch.equal(out, torch.tensor([[2.0, 2.0], [4.0, 4.0], [4.0, 4.0]]))  # above: the conditional alone
+
+
 def _gaussian_denoiser(mu, s):
     """Exact x̂₀ for data ~ N(mu, s²): the probability-flow ODE then has a closed form."""
 

@@ -29,6 +29,16 @@ def _seeds(*seeds):
     return [torch.Generator().manual_seed(s) for s in seeds]
 
 
+def test_guidance_max_sigma_above_the_schedule_is_plain_guidance_and_below_it_changes_the_sample(
+        model, diffusion, emb4):
+    plain = _sample(model, diffusion, emb4, generator=_seeds(0, 1, 2, 3))
+    everywhere = _sample(model, diffusion, emb4, generator=_seeds(0, 1, 2, 3), guidance_max_sigma=160.0)
+    assert torch.equal(everywhere, plain)
+    limited = _sample(model, diffusion, emb4, generator=_seeds(0, 1, 2, 3), guidance_max_sigma=5.0)
+    unguided_start = _sample(model, diffusion, emb4, generator=_seeds(0, 1, 2, 3), guidance=1.0)
+    assert not torch.equal(limited, plain) and not torch.equal(limited, unguided_start)
+
+
 def test_same_generator_seed_gives_identical_latents(model, diffusion, emb4):
     first = _sample(model, diffusion, emb4[:2], generator=torch.Generator().manual_seed(7))
     second = _sample(model, diffusion, emb4[:2], generator=torch.Generator().manual_seed(7))
@@ -122,6 +132,9 @@ def test_ddpm_path_guides_with_batch_rows_unless_legacy(model, d):
         (dict(init_latent=torch.zeros(2, 5), strength=0.5), "init_latent must be"),
         (dict(generator=[torch.Generator()]), "one generator per sample"),
         (dict(dtype=torch.float64), "dtype"),
+        (dict(guidance_max_sigma=0.0), "guidance_max_sigma must be a positive number"),
+        (dict(guidance_max_sigma="5"), "guidance_max_sigma must be a positive number"),
+        (dict(guidance_max_sigma=5.0, use_karras=False), "guidance_max_sigma needs use_karras=True"),
     ],
 )
 def test_invalid_arguments_raise_before_any_model_call(diffusion, emb4, change, match):
