@@ -141,10 +141,11 @@ def guided_denoiser(denoiser: Denoiser, guidance_scale: float, max_sigma: Option
     def guided(x: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
         denoised = denoiser(torch.cat([x, x], dim=0), torch.cat([sigmas, sigmas], dim=0))
         cond, uncond = torch.split(denoised, len(x), dim=0)
-        if max_sigma is None:
-            return uncond + guidance_scale * (cond - uncond)
-        scale = torch.where(sigmas <= max_sigma, guidance_scale, 1.0).to(cond.dtype)
-        return uncond + scale.view(-1, *([1] * (cond.dim() - 1))) * (cond - uncond)
+        scale = guidance_scale
+        if max_sigma is not None:  # per row: s where σ ≤ max_sigma, else 1
+            scale = torch.where(sigmas <= max_sigma, guidance_scale, 1.0).to(cond.dtype)
+            scale = scale.view(-1, *[1] * (cond.dim() - 1))
+        return uncond + scale * (cond - uncond)
 
     return guided
 

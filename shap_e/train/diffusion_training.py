@@ -24,6 +24,10 @@ def unit_pixels(pictures: torch.Tensor) -> torch.Tensor:
     return pictures.float() / 127.5 - 1 if pictures.dtype == torch.uint8 else pictures
 
 
+# The optional per-row class labels of a LatentDataset (what caption hints are fitted to).
+LABEL_FIELDS = ("colours", "categories")
+
+
 @dataclass
 class LatentDataset:
     """latents: `[n, d_latent]` (transmitter outputs); conditions, row-aligned with the latents:
@@ -49,7 +53,7 @@ class LatentDataset:
             raise ValueError(
                 f"{len(self.conditions)} conditions for {len(self.latents)} latents; they must be row-aligned"
             )
-        for name in ("colours", "categories"):
+        for name in LABEL_FIELDS:
             labels = getattr(self, name)
             if labels is not None and (labels.shape != (len(self.latents),) or labels.is_floating_point()):
                 raise ValueError(f"{name} must be [n] integer class indices row-aligned with the latents, got "
@@ -75,11 +79,11 @@ class LatentDataset:
             raise ValueError(f"{path} lacks {sorted(missing)}; it needs tensors 'latents' and 'conditions'")
         conditions = data["conditions"]
         return cls(data["latents"].float(), conditions if conditions.dtype == torch.uint8 else conditions.float(),
-                   provenance, data.get("colours"), data.get("categories"))
+                   provenance, **{name: data.get(name) for name in LABEL_FIELDS})
 
     def save(self, path: Union[str, Path]) -> None:
         tensors = {"latents": self.latents, "conditions": self.conditions}
-        for name in ("colours", "categories"):
+        for name in LABEL_FIELDS:
             if getattr(self, name) is not None:
                 tensors[name] = getattr(self, name)
         write_safetensors(path, tensors, self.provenance)

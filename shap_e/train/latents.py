@@ -237,11 +237,7 @@ def colour_labels(records: Sequence[dict]) -> Optional[torch.Tensor]:
     prior's colour hint); None when an asset has no colours or one outside that list."""
     from shap_e.data import COLOURS
 
-    names = list(COLOURS)
-    firsts = [(r.get("colours") or [None])[0] for r in records]
-    if not all(name in names for name in firsts):
-        return None
-    return torch.tensor([names.index(name) for name in firsts], dtype=torch.int64)
+    return _class_indices([(r.get("colours") or [None])[0] for r in records], COLOURS)
 
 
 def category_labels(records: Sequence[dict]) -> Optional[torch.Tensor]:
@@ -249,9 +245,13 @@ def category_labels(records: Sequence[dict]) -> Optional[torch.Tensor]:
     prior's category hint); None when an asset has no category or one outside that list."""
     from shap_e.data import CATEGORIES
 
-    names = list(CATEGORIES)
-    categories = [r.get("category") for r in records]
-    if not all(name in names for name in categories):
+    return _class_indices([r.get("category") for r in records], CATEGORIES)
+
+
+def _class_indices(values: Sequence[Optional[str]], classes: Sequence[str]) -> Optional[torch.Tensor]:
+    """`[n]` int64 index of each value in `classes`; None if any value is missing or not a class."""
+    names = list(classes)
+    if not all(value in names for value in values):
         return None
-    return torch.tensor([names.index(name) for name in categories], dtype=torch.int64)
+    return torch.tensor([names.index(value) for value in values], dtype=torch.int64)
 
