@@ -65,6 +65,7 @@ def prior_step(stage: str) -> Callable[[Context], Prepared]:
     built by `diffusion_trainer` as `shap-e train` builds it (on `training_device()`)."""
 
     def setup(ctx: Context) -> Prepared:
+        from shap_e.models.caption_hint import HINT_ATTRIBUTES
         from shap_e.train.caption_hint_fit import LABELS_OF
         from shap_e.train.diffusion_training import LatentDataset
         from shap_e.train.run import diffusion_trainer, read_config
@@ -82,7 +83,7 @@ def prior_step(stage: str) -> Callable[[Context], Prepared]:
             conditions = torch.randint(0, 256, (rows, 3, size, size), generator=g, dtype=torch.uint8)
         else:  # caption token states (one fewer per caption hint, whose tokens the trainer appends)
             inner = model_config["inner"]
-            hints = {a: model_config[f"{a}_hint"] for a in ("colour", "category") if model_config.get(f"{a}_hint")}
+            hints = {a: model_config[f"{a}_hint"] for a in HINT_ATTRIBUTES if model_config.get(f"{a}_hint")}
             conditions = torch.randn(rows, inner["grid_channels"], inner["grid_tokens"] - len(hints), generator=g)
             for attribute, n_classes in hints.items():
                 labels[LABELS_OF[attribute]] = torch.randint(0, n_classes, (rows,), generator=g)

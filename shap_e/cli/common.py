@@ -107,3 +107,36 @@ def resolve_init_strength(requested: Optional[float], recommended: Optional[floa
     if strength < 1 and getattr(prior, "latent_head", None) is None:
         raise CliError(f"--init-strength {strength} needs a prior with a latent head; {name!r} has none (use 1)")
     return strength
+
+
+EVERY_STEP = "all"
+
+
+def _max_sigma_argument(value: str):
+    """`--guidance-max-sigma`: a positive number, or `all` (guide every step)."""
+    import argparse
+
+    if value.strip().lower() == EVERY_STEP:
+        return EVERY_STEP
+    try:
+        sigma = float(value)
+    except ValueError:
+        sigma = float("nan")
+    if not sigma > 0 or sigma == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is neither a positive number nor {EVERY_STEP!r}")
+    return sigma
+
+
+def add_guidance_max_sigma_option(parser) -> None:
+    parser.add_argument("--guidance-max-sigma", type=_max_sigma_argument, metavar="SIGMA|all",
+                        help="classifier-free guidance only at the sampler steps with sigma <= SIGMA, the conditional "
+                        f"prediction alone above; {EVERY_STEP!r} guides every step (default: the model's recommended "
+                        f"value, else {EVERY_STEP})")
+
+
+def resolve_guidance_max_sigma(requested, recommended: Optional[float]) -> Optional[float]:
+    """The `guidance_max_sigma` to sample with: `requested` (None when it is `all`), else the registry's
+    `recommended` (None: every step)."""
+    if requested is None:
+        return recommended
+    return None if requested == EVERY_STEP else requested

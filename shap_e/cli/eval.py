@@ -5,7 +5,13 @@ Results go to a JSON file (default `model_cards/eval_<task>_<model>.json`) with 
 from pathlib import Path
 
 from shap_e.cli.common import (
-    add_init_strength_option, add_vertex_placement_option, pick_device, resolve_init_strength, say,
+    add_guidance_max_sigma_option,
+    add_init_strength_option,
+    add_vertex_placement_option,
+    pick_device,
+    resolve_guidance_max_sigma,
+    resolve_init_strength,
+    say,
 )
 
 TASKS = {
@@ -45,6 +51,8 @@ def add_commands(commands) -> None:
                          help="the category classifier's references: the ground-truth shapes, or those plus "
                               "their reconstructions by the decoder, or both judges on the same meshes "
                               "(`category_correct` and `category_correct_decoded`; classifier task: needs --decoder)")
+        if task in ("text", "image"):
+            add_guidance_max_sigma_option(sub)
         if task == "image":
             add_init_strength_option(sub)
         sub.set_defaults(run=run_eval)
@@ -159,6 +167,7 @@ def _evaluate_model(args, model_name: str):
     guidance = args.guidance if args.guidance is not None else spec.guidance_scale
     if guidance is not None:
         options["guidance_scale"] = guidance
+    options["guidance_max_sigma"] = resolve_guidance_max_sigma(args.guidance_max_sigma, spec.guidance_max_sigma)
     if args.task == "text":
         prompts = run.heldout_prompts(args.split, args.n, args.seed)
         return run.evaluate_text_to_3d(model, xm, prompts, **options)

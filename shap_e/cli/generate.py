@@ -10,11 +10,13 @@ import torch
 from shap_e import __version__
 from shap_e.cli.common import (
     DTYPES,
+    add_guidance_max_sigma_option,
     add_init_strength_option,
     add_vertex_placement_option,
     atomic_directory,
     choose_model,
     pick_device,
+    resolve_guidance_max_sigma,
     resolve_init_strength,
     say,
 )
@@ -52,6 +54,7 @@ def add_sampling_options(parser, kind: str) -> None:
     parser.add_argument("--guidance", type=float,
                         help="classifier-free guidance "
                              f"(default: the model's recommended value, else {DEFAULT_GUIDANCE[kind]})")
+    add_guidance_max_sigma_option(parser)
     parser.add_argument("--sampler", choices=SAMPLERS, help="ODE/SDE sampler (default: from --preset)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     parser.add_argument("--dtype", choices=sorted(DTYPES), help="model dtype (default: float32 on CPU)")
@@ -136,6 +139,7 @@ def run_generate(args) -> None:
         models = load_pipeline(name, device, args.cache_dir)
         if args.guidance is None:
             args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
+        args.guidance_max_sigma = resolve_guidance_max_sigma(args.guidance_max_sigma, models["guidance_max_sigma"])
         args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), models["init_strength"],
                                                    models["prior"], name)
         for label, model_kwargs in rank_share(jobs):
@@ -174,7 +178,7 @@ def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
     diffusion = diffusion_from_config(load_config(spec.diffusion))
     say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
     return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder, "guidance_scale": spec.guidance_scale,
-            "init_strength": spec.init_strength}
+            "guidance_max_sigma": spec.guidance_max_sigma, "init_strength": spec.init_strength}
 
 
 def generate_one(models, name, label, model_kwargs, formats, device, args) -> None:
@@ -188,14 +192,16 @@ def generate_one(models, name, label, model_kwargs, formats, device, args) -> No
         args.batch, models["prior"], models["diffusion"], model_kwargs, args.guidance, True,
         False, True, settings.karras_steps, settings.sigma_min, settings.sigma_max, settings.s_churn,
         device=device, progress=True, sampler=settings.sampler, generator=generators,
-        dtype=DTYPES.get(args.dtype), **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
+        dtype=DTYPES.get(args.dtype), guidance_max_sigma=args.guidance_max_sigma,
+        **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
     )
     sample_seconds = time.perf_counter() - t0
     for i, latent in enumerate(latents):
         meta = {
             "prompt" if args.kind == "text" else "image": label, "model": name, "decoder": models["decoder"],
             "seed": args.seed + i, "preset": settings.name, "sampler": settings.sampler,
-            "steps": settings.karras_steps, "guidance": args.guidance, "init_strength": args.init_strength,
+            "steps": settings.karras_steps, "guidance": args.guidance, "guidance_max_sigma": args.guidance_max_sigma,
+            "init_strength": args.init_strength,
             "grid_size": args.grid_size, "package_version": __version__,
             "seconds": {"sampling_batch": round(sample_seconds, 3)},
         }

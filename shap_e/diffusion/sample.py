@@ -61,8 +61,8 @@ def sample_latents(
     * `legacy_guidance`: non-Karras path only; reproduce the reference's quirk (guidance on the
       first 3 output entries, a `2 * batch_size`-row result).
     * `guidance_max_sigma`: Karras path only; guide only the steps at σ ≤ this value, and use the
-      conditional prediction alone above it (None: guide every step). Measured on `text-small`:
-      5 lifts held-out pair category from 83.0 % to 85.4 % (model_cards/text-small.md, session 40).
+      conditional prediction alone above it (None: guide every step). `text-small`'s registry
+      entry recommends 5 (`ModelSpec.guidance_max_sigma`; model_cards/text-small.md, session 41).
     """
     settings = resolve_preset(preset, sampler=sampler, use_karras=use_karras,
                               karras_steps=karras_steps, sigma_min=sigma_min, sigma_max=sigma_max,
@@ -73,7 +73,9 @@ def sample_latents(
     guided = guidance_scale not in (0.0, 1.0)
     _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps, s_churn, sampler,
               generator, init_latent, strength, legacy_guidance)
-    _validate_guidance_max_sigma(guidance_max_sigma, use_karras)
+    check_guidance_max_sigma(guidance_max_sigma)
+    if guidance_max_sigma is not None and not use_karras:
+        raise ValueError("guidance_max_sigma needs use_karras=True: the DDPM path has no sigma schedule")
     if device is None:
         device = _model_device(model)
     device = torch.device(device)
@@ -154,13 +156,12 @@ def _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps,
     check_generator(generator, rows)
 
 
-def _validate_guidance_max_sigma(max_sigma: Optional[float], use_karras: bool) -> None:
+def check_guidance_max_sigma(max_sigma: Optional[float], name: str = "guidance_max_sigma") -> None:
+    """Raise ValueError (naming `name`) unless `max_sigma` is None or a positive number."""
     if max_sigma is None:
         return
     if isinstance(max_sigma, bool) or not isinstance(max_sigma, (int, float)) or not max_sigma > 0:
-        raise ValueError(f"guidance_max_sigma must be a positive number (or None), got {max_sigma!r}")
-    if not use_karras:
-        raise ValueError("guidance_max_sigma needs use_karras=True: the DDPM path has no sigma schedule")
+        raise ValueError(f"{name} must be a positive number (or None), got {max_sigma!r}")
 
 
 def _validate_init(init_latent, strength, use_karras, batch_size, d_latent) -> None:

@@ -210,7 +210,7 @@ def _sample_meshes(
         latents = sample_latents(
             len(chunk), prior, options["diffusion"], kwargs, options["guidance_scale"], True, False, True,
             options["steps"], 1e-3, 160.0, 0.0, device=device, sampler=options["sampler"], generator=generators,
-            **init,
+            guidance_max_sigma=options["guidance_max_sigma"], **init,
         )
         meshes += [decode_latent_mesh(xm, latent, grid_size=options["grid_size"],
                                       vertex_placement=options["vertex_placement"]) for latent in latents]
@@ -218,18 +218,21 @@ def _sample_meshes(
 
 
 def _options(
-    prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler, vertex_placement
+    prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler, vertex_placement,
+    guidance_max_sigma,
 ) -> Dict[str, Any]:
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
+    from shap_e.diffusion.sample import check_guidance_max_sigma
     from shap_e.models.download import load_config
 
     if steps < 2 or batch_size < 1 or grid_size < 8:
         raise ValueError(f"need steps >= 2, batch_size >= 1 and grid_size >= 8, got {steps}, {batch_size}, {grid_size}")
+    check_guidance_max_sigma(guidance_max_sigma)  # before the classifier is built
     return dict(
         diffusion=diffusion if diffusion is not None else diffusion_from_config(load_config("diffusion")),
-        guidance_scale=guidance_scale, steps=steps, batch_size=batch_size, grid_size=grid_size, seed=seed,
-        device=torch.device(device) if device is not None else next(prior.parameters()).device, sampler=sampler,
-        vertex_placement=vertex_placement,
+        guidance_scale=guidance_scale, guidance_max_sigma=guidance_max_sigma, steps=steps, batch_size=batch_size,
+        grid_size=grid_size, seed=seed, sampler=sampler, vertex_placement=vertex_placement,
+        device=torch.device(device) if device is not None else next(prior.parameters()).device,
     )
 
 
@@ -242,6 +245,7 @@ def evaluate_text_to_3d(
     extra_classifiers: Optional[Mapping[str, ShapeClassifier]] = None,
     diffusion=None,
     guidance_scale: float = 15.0,
+    guidance_max_sigma: Optional[float] = None,
     steps: int = 64,
     batch_size: int = 8,
     grid_size: int = 64,
@@ -253,7 +257,8 @@ def evaluate_text_to_3d(
 ) -> Dict[str, Any]:
     """Generate one mesh per labelled prompt (sample i uses seed + i) and judge its category and
     colour with `classifier` (default: `build_classifier()`). Prompts may also be
-    `(prompt, category, colour)` tuples. `vertex_placement` as in `evaluate_reconstruction`.
+    `(prompt, category, colour)` tuples. `vertex_placement` as in `evaluate_reconstruction`;
+    `guidance_max_sigma` as in `sample_latents` (None guides every step).
 
     extra_classifiers: more judges of the same meshes, by name (e.g. `{"decoded": ...}` for
         references decoded by a transmitter); each adds `pred_category_<name>` and
@@ -262,7 +267,8 @@ def evaluate_text_to_3d(
     start = time.perf_counter()
     prompts_with_labels = [p if isinstance(p, LabelledPrompt) else LabelledPrompt(*p) for p in prompts_with_labels]
     options = _options(
-        prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler, vertex_placement
+        prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler, vertex_placement,
+        guidance_max_sigma,
     )
     classifier = classifier or build_classifier()
     meshes = _sample_meshes(prior, xm, [{"texts": [p.prompt]} for p in prompts_with_labels], options, progress)
@@ -328,6 +334,7 @@ def evaluate_image_to_3d(
     extra_classifiers: Optional[Mapping[str, ShapeClassifier]] = None,
     diffusion=None,
     guidance_scale: float = 3.0,
+    guidance_max_sigma: Optional[float] = None,
     steps: int = 64,
     batch_size: int = 8,
     grid_size: int = 64,
@@ -341,15 +348,16 @@ def evaluate_image_to_3d(
 ) -> Dict[str, Any]:
     """Generate one mesh from `image_fn(asset)` (default `picture`) per asset and compare it with the
     pictured asset: IoU on a `resolution`^3 grid in the world frame, category and colour.
-    `vertex_placement` as in `evaluate_reconstruction`, `extra_classifiers` as in `evaluate_text_to_3d`;
-    `init_strength` below 1 starts each sample from the prior's regressed latent
+    `vertex_placement` as in `evaluate_reconstruction`, `extra_classifiers` and `guidance_max_sigma` as
+    in `evaluate_text_to_3d`; `init_strength` below 1 starts each sample from the prior's regressed latent
     (`SplitVectorDiffusion.regress_latent`) at that SDEdit strength."""
     from shap_e.diffusion.sample import check_strength
 
     start = time.perf_counter()
     check_strength(init_strength, "init_strength")  # before the classifier is built
     options = _options(
-        prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler, vertex_placement
+        prior, diffusion, guidance_scale, steps, batch_size, grid_size, seed, device, sampler, vertex_placement,
+        guidance_max_sigma,
     )
     options["init_strength"] = init_strength
     classifier = classifier or build_classifier()

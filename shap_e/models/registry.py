@@ -38,6 +38,9 @@ class ModelSpec:
     :param diffusion: for a prior, the registry name of its diffusion config.
     :param guidance_scale: for a prior, the classifier-free guidance it samples best with (the CLI's
         default for it); None keeps the command's own default.
+    :param guidance_max_sigma: for a prior, guide only the sampler steps at sigma <= this value and
+        use the conditional prediction alone above it (`sample_latents(guidance_max_sigma=...)`; the
+        CLI's default for it); None guides every step.
     :param init_strength: for a prior with a latent head (`regress_latent`), the SDEdit strength in
         (0, 1) at which sampling starts from the head's latent instead of from noise (the CLI's
         default for it); None samples from noise.
@@ -57,6 +60,7 @@ class ModelSpec:
     decoders: Tuple[str, ...] = ()
     diffusion: str = "diffusion"
     guidance_scale: Optional[float] = None
+    guidance_max_sigma: Optional[float] = None
     init_strength: Optional[float] = None
     weights_file: Optional[str] = None
 
@@ -67,6 +71,11 @@ class ModelSpec:
             raise ValueError(
                 f"ModelSpec {self.name!r}: sha256={self.sha256!r} must be 64 hex digits when url or weights_file is set"
             )
+        max_sigma = self.guidance_max_sigma
+        if max_sigma is not None and (isinstance(max_sigma, bool) or not isinstance(max_sigma, (int, float))
+                                      or not max_sigma > 0):
+            raise ValueError(f"ModelSpec {self.name!r}: guidance_max_sigma={max_sigma!r} must be a positive number "
+                             "or None")
         if self.init_strength is not None and not 0 < self.init_strength < 1:
             raise ValueError(f"ModelSpec {self.name!r}: init_strength={self.init_strength} must be in (0, 1) or None")
         if self.config_sha256 is not None and not _is_sha256(self.config_sha256):
@@ -176,7 +185,7 @@ for _spec in (
     ModelSpec("text-small", "text_small_config.yaml",
               sha256="8833409634d879769a36a3567ece8ad62c5821b2f9737d2ee24a7e31c798f727",
               weights_file="text-small.safetensors", n_params=1_009_229, decoders=("transmitter-small",),
-              guidance_scale=3.0, diffusion="diffusion-small",
+              guidance_scale=3.0, guidance_max_sigma=5.0, diffusion="diffusion-small",
               description="small text prior (MiniLM token states and a colour hint) for procedural shapes (bundled)"),
     ModelSpec("image-small", "image_small_config.yaml",
               sha256="80184b0c1f18cdf2b7b7c0abe861060e77efb0bda96f1bd3285e099e73f9841b",

@@ -187,6 +187,35 @@ def test_guidance_defaults_to_the_models_recommended_value(tiny_models, capsys, 
         assert meta["guidance"] == guidance
 
 
+def test_guidance_max_sigma_defaults_to_the_models_recommended_value_and_all_guides_every_step(
+    tiny_models, capsys, monkeypatch
+):
+    import dataclasses
+
+    monkeypatch.setitem(registry.MODELS, "tiny-text",
+                        dataclasses.replace(registry.MODELS["tiny-text"], guidance_max_sigma=5.0))
+    common = ["text", "a red cube", "--model", "tiny-text", "--format", "ply", "--grid-size", "16", "--steps", "2",
+              "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
+    runs = (("recommended", [], 5.0), ("given", ["--guidance-max-sigma", "5"], 5.0),
+            ("every", ["--guidance-max-sigma", "all"], None))
+    latents = {}
+    for out, extra, max_sigma in runs:
+        assert main(common + ["-o", str(tiny_models / out)] + extra) == 0, capsys.readouterr().err
+        sample = tiny_models / out / "a_red_cube_seed0"
+        assert json.loads((sample / "meta.json").read_text())["guidance_max_sigma"] == max_sigma
+        latents[out] = torch.load(sample / "latent.pt")
+    assert torch.equal(latents["recommended"], latents["given"])
+    assert not torch.allclose(latents["recommended"], latents["every"])  # the first step (sigma 160) is guided
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "inf", "nan", "high"])
+def test_guidance_max_sigma_must_be_positive_or_all(bad, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["text", "a cube", "--guidance-max-sigma", bad])
+    assert exit_info.value.code == 2
+    assert "neither a positive number nor 'all'" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_prompts_under_torchrun_are_shared_between_ranks_and_drawn_as_by_one_process(tmp_path, torchrun, monkeypatch):
     monkeypatch.setenv("SHAP_E_CACHE", str(tmp_path / "cache"))

@@ -129,3 +129,14 @@ def test_a_prior_evaluation_names_the_weights_of_the_prior_and_of_its_decoder():
     image = eval_cli._weights_used(parse(["eval", "image", "--decoder", "transmitter"]), "image-small")
     assert image["decoder"] == "transmitter" and image["decoder_sha256"] == registry.MODELS["transmitter"].sha256
     assert eval_cli._weights_used(parse(["eval", "classifier"]), "ground-truth") == {}
+
+
+def test_eval_text_samples_with_the_models_guidance_max_sigma_unless_told_otherwise(monkeypatch):
+    from shap_e.eval import run
+
+    passed = {}
+    monkeypatch.setattr(run, "evaluate_text_to_3d", lambda prior, xm, prompts, **options: passed.update(options))
+    for extra, expected in (([], 5.0), (["--guidance-max-sigma", "all"], None), (["--guidance-max-sigma", "2"], 2.0)):
+        args = parse(["eval", "text", "--model", "text-small", "-n", "1", "--device", "cpu"] + extra)
+        eval_cli._evaluate_model(args, "text-small")
+        assert passed["guidance_max_sigma"] == expected and passed["guidance_scale"] == 3.0

@@ -89,9 +89,14 @@ def test_text_to_3d_accepts_label_tuples_and_validates_settings(transmitter, sma
     prior = StubPrior(transmitter.encoder.latent_ctx * transmitter.encoder.d_latent, "text")
     result = evaluate_text_to_3d(prior, transmitter, [("a red cube", "cube", "red")],
                                  classifier=small_classifier, **SAMPLING)
-    assert result["rows"][0]["category"] == "cube"
+    assert result["rows"][0]["category"] == "cube" and result["settings"]["guidance_max_sigma"] is None
+    limited = evaluate_text_to_3d(prior, transmitter, [("a red cube", "cube", "red")], classifier=small_classifier,
+                                  guidance_max_sigma=5.0, **SAMPLING)
+    assert limited["settings"]["guidance_max_sigma"] == 5.0
     with pytest.raises(ValueError, match="steps"):
         evaluate_text_to_3d(prior, transmitter, [LabelledPrompt("a red cube", "cube", "red")], steps=1)
+    with pytest.raises(ValueError, match="guidance_max_sigma must be a positive number"):
+        evaluate_text_to_3d(prior, transmitter, [("a red cube", "cube", "red")], guidance_max_sigma=0.0)
 
 
 def test_text_to_3d_splits_accuracy_by_heldout_synonyms(transmitter, small_classifier):

@@ -70,6 +70,14 @@ def test_model_spec_validates_the_init_strength():
     assert registry.ModelSpec("x", "x.yaml", init_strength=0.3).init_strength == 0.3
 
 
+def test_model_spec_validates_the_guidance_max_sigma():
+    for bad in (0.0, -1.0, "5", True):
+        with pytest.raises(ValueError, match="guidance_max_sigma"):
+            registry.ModelSpec("x", "x.yaml", guidance_max_sigma=bad)
+    assert registry.ModelSpec("x", "x.yaml", guidance_max_sigma=5).guidance_max_sigma == 5
+    assert registry.get_spec("text-small").guidance_max_sigma == 5.0
+
+
 def test_models_can_be_registered_from_a_yaml_file(tmp_path, monkeypatch):
     import yaml
 

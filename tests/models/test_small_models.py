@@ -65,7 +65,7 @@ def test_text_small_follows_the_colour_of_its_prompt(xm):
     prompts = [f"a {c} {noun}" for c, noun in zip(colours, ["cube", "sphere", "cylinder", "cone", "torus", "lamp"])]
     generators = [torch.Generator().manual_seed(i) for i in range(len(prompts))]
     latents = sample_latents(len(prompts), prior, diffusion, dict(texts=prompts), spec.guidance_scale,
-                             preset="fast", generator=generators)
+                             preset="fast", generator=generators, guidance_max_sigma=spec.guidance_max_sigma)
     named = [dominant_color(to_eval_mesh(decode_latent_mesh(xm, latent, grid_size=32)))[0] for latent in latents]
     assert sum(n == c for n, c in zip(named, colours)) >= 4, list(zip(colours, named))
 

@@ -38,7 +38,7 @@ def tiny_environment(tmp_path_factory, golden, registry_entry, tiny_clip):
     f = golden("f")
     registry = {
         "text-small": registry_entry(folder, "text-small", text, model_from_config(text).state_dict(),
-                                  decoders=["transmitter-small"]),
+                                  decoders=["transmitter-small"], guidance_scale=3.0, guidance_max_sigma=5.0),
         "image-small": registry_entry(folder, "image-small", image, model_from_config(image).state_dict(),
                                    decoders=["transmitter-small"]),
         "transmitter-small": registry_entry(folder, "transmitter-small", f["config"]["transmitter"], f["state_dict"]),
