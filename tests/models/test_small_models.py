@@ -52,7 +52,7 @@ def test_text_small_colour_hint_names_the_colour_of_a_prompt_including_some_unse
 
 @pytest.mark.slow
 def test_text_small_follows_the_colour_of_its_prompt(xm):
-    """Measured: 97.2 % colour on held-out pairs, three draws pooled (model_cards/text-small.md); one seed per prompt here."""
+    """Measured: 99.0 % colour on held-out pairs, six draws pooled (model_cards/text-small.md); one seed per prompt here."""
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
     from shap_e.diffusion.sample import sample_latents
     from shap_e.models.download import load_config
