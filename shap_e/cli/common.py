@@ -5,7 +5,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 import torch
 
@@ -112,7 +112,7 @@ def resolve_init_strength(requested: Optional[float], recommended: Optional[floa
 EVERY_STEP = "all"
 
 
-def _max_sigma_argument(value: str):
+def _max_sigma_argument(value: str) -> Union[float, str]:
     """`--guidance-max-sigma`: a positive number, or `all` (guide every step)."""
     import argparse
 
@@ -134,7 +134,7 @@ def add_guidance_max_sigma_option(parser) -> None:
                         f"value, else {EVERY_STEP})")
 
 
-def resolve_guidance_max_sigma(requested, recommended: Optional[float]) -> Optional[float]:
+def resolve_guidance_max_sigma(requested: Union[float, str, None], recommended: Optional[float]) -> Optional[float]:
     """The `guidance_max_sigma` to sample with: `requested` (None when it is `all`), else the registry's
     `recommended` (None: every step)."""
     if requested is None:
