@@ -201,6 +201,9 @@ def register_from_file(path) -> None:
     """Register the models of a YAML file: `{name: {config_file, url, sha256, ...}}` (ModelSpec fields).
 
     Lets users add their own fine-tuned models (and tests add tiny ones); `url` may be `file://`.
+    The cache keeps downloaded weights under the URL's file name: two entries whose URLs end in the
+    same name (`runs/a/model.safetensors`, `runs/b/model.safetensors`) need different cache folders,
+    or the second raises ChecksumError on the first's file.
     """
     import yaml
 
