@@ -8,7 +8,7 @@ steps whose latents stay within the calibration threshold of the 64-step Heun la
 from dataclasses import dataclass, replace
 from typing import Dict, Optional
 
-__all__ = ["FAST_STEPS", "PRESETS", "SamplingPreset", "get_preset", "resolve_preset"]
+__all__ = ["FAST_STEPS", "PRESETS", "SamplingPreset", "check_guidance_max_sigma", "get_preset", "resolve_preset"]
 
 # Calibrated on text-small (bench/README.md): 20 steps stay within a relative RMS of 0.018 of the
 # 64-step Heun latents (threshold 0.05); 16 steps reach 0.032, but 0.050-0.052 on earlier weights.
@@ -65,3 +65,11 @@ def resolve_preset(
     given = dict(sampler=sampler, use_karras=use_karras, karras_steps=karras_steps,
                  sigma_min=sigma_min, sigma_max=sigma_max, s_churn=s_churn)
     return replace(base, **{k: v for k, v in given.items() if v is not None})
+
+
+def check_guidance_max_sigma(max_sigma: Optional[float], name: str = "guidance_max_sigma") -> None:
+    """Raise ValueError (naming `name`) unless `max_sigma` is None or a positive number."""
+    if max_sigma is None:
+        return
+    if isinstance(max_sigma, bool) or not isinstance(max_sigma, (int, float)) or not max_sigma > 0:
+        raise ValueError(f"{name} must be a positive number (or None), got {max_sigma!r}")

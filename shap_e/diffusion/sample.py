@@ -8,7 +8,7 @@ import torch
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, karras_sigmas
 from shap_e.diffusion.noise import GeneratorArg, check_generator, randn
-from shap_e.diffusion.presets import resolve_preset
+from shap_e.diffusion.presets import check_guidance_max_sigma, resolve_preset
 
 __all__ = ["check_strength", "regression_start", "sample_latents"]
 
@@ -154,14 +154,6 @@ def _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps,
     _validate_init(init_latent, strength, use_karras, batch_size, model.d_latent)
     rows = 2 * batch_size if (legacy_guidance and guided and not use_karras) else batch_size
     check_generator(generator, rows)
-
-
-def check_guidance_max_sigma(max_sigma: Optional[float], name: str = "guidance_max_sigma") -> None:
-    """Raise ValueError (naming `name`) unless `max_sigma` is None or a positive number."""
-    if max_sigma is None:
-        return
-    if isinstance(max_sigma, bool) or not isinstance(max_sigma, (int, float)) or not max_sigma > 0:
-        raise ValueError(f"{name} must be a positive number (or None), got {max_sigma!r}")
 
 
 def _validate_init(init_latent, strength, use_karras, batch_size, d_latent) -> None:

@@ -222,7 +222,7 @@ def _options(
     guidance_max_sigma,
 ) -> Dict[str, Any]:
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-    from shap_e.diffusion.sample import check_guidance_max_sigma
+    from shap_e.diffusion.presets import check_guidance_max_sigma
     from shap_e.models.download import load_config
 
     if steps < 2 or batch_size < 1 or grid_size < 8:

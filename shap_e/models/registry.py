@@ -71,11 +71,10 @@ class ModelSpec:
             raise ValueError(
                 f"ModelSpec {self.name!r}: sha256={self.sha256!r} must be 64 hex digits when url or weights_file is set"
             )
-        max_sigma = self.guidance_max_sigma
-        if max_sigma is not None and (isinstance(max_sigma, bool) or not isinstance(max_sigma, (int, float))
-                                      or not max_sigma > 0):
-            raise ValueError(f"ModelSpec {self.name!r}: guidance_max_sigma={max_sigma!r} must be a positive number "
-                             "or None")
+        if self.guidance_max_sigma is not None:
+            from shap_e.diffusion.presets import check_guidance_max_sigma
+
+            check_guidance_max_sigma(self.guidance_max_sigma, f"ModelSpec {self.name!r}: guidance_max_sigma")
         if self.init_strength is not None and not 0 < self.init_strength < 1:
             raise ValueError(f"ModelSpec {self.name!r}: init_strength={self.init_strength} must be in (0, 1) or None")
         if self.config_sha256 is not None and not _is_sha256(self.config_sha256):
