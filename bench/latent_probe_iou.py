@@ -19,7 +19,8 @@ import torch
 
 from shap_e.data import iter_dataset
 from shap_e.eval.metrics import to_eval_mesh, volumetric_iou
-from shap_e.eval.run import asset_mesh, picture
+from shap_e.eval.judge import asset_mesh
+from shap_e.eval.run import picture
 from shap_e.models.download import load_model
 from shap_e.util.notebooks import decode_latent_mesh
 

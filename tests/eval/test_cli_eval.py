@@ -115,6 +115,8 @@ def test_eval_classifier_scores_ground_truth(tmp_path):
     (["-o", "results.txt"], "--output must end in .json"),
     (["--steps", "1"], "--steps"),
     (["--refine-steps", "-1"], "--refine-steps must be at least 0"),
+    (["--grid-size", "4"], "--grid-size must be at least 8"),
+    (["--batch", "0"], "--batch must be at least 1"),
 ])
 def test_eval_rejects_bad_arguments_in_one_line(argv, message):
     args = parse(["eval", "text"] + argv)
@@ -134,9 +136,69 @@ def test_a_prior_evaluation_names_the_weights_of_the_prior_and_of_its_decoder():
 def test_eval_text_samples_with_the_models_guidance_max_sigma_unless_told_otherwise(monkeypatch):
     from shap_e.eval import run
 
-    passed = {}
-    monkeypatch.setattr(run, "evaluate_text_to_3d", lambda prior, xm, prompts, **options: passed.update(options))
+    passed = []
+    monkeypatch.setattr(run, "evaluate_text_to_3d", lambda prior, xm, prompts, settings, **options: passed.append(
+        (prompts, settings)))
     for extra, expected in (([], 5.0), (["--guidance-max-sigma", "all"], None), (["--guidance-max-sigma", "2"], 2.0)):
-        args = parse(["eval", "text", "--model", "text-small", "-n", "1", "--device", "cpu"] + extra)
-        eval_cli._evaluate_model(args, "text-small")
-        assert passed["guidance_max_sigma"] == expected and passed["guidance_scale"] == 3.0
+        args = parse(["eval", "text", "--model", "text-small", "--device", "cpu"] + extra)
+        settings = eval_cli._settings(args, registry.get_spec("text-small"))
+        assert settings.guidance_max_sigma == expected and settings.guidance_scale == 3.0
+    evaluate_draw, _ = eval_cli._draw_evaluation(args, "text-small", settings)
+    evaluate_draw(1000, 2)
+    prompts, used = passed[0]
+    assert [p.prompt for p in prompts] == [p.prompt for p in run.heldout_prompts("heldout_pairs", 2, 1000)]
+    assert used.seed == 1000 and used.guidance_max_sigma == 2.0 and used.steps == 64
+
+
+@pytest.fixture
+def tiny_sets(monkeypatch):
+    """The named sets as two draws of two items, so a whole set runs in seconds."""
+    from shap_e.eval import sets
+
+    monkeypatch.setitem(sets.EVAL_SETS, "validation", sets.EvalSet("validation", (0, 1000), 2))
+    monkeypatch.setitem(sets.EVAL_SETS, "test", sets.EvalSet("test", (100_000, 101_000), 2))
+
+
+def test_eval_on_a_set_records_the_set_and_its_seeds_and_resumes_from_finished_draws(tmp_path, tiny_sets,
+                                                                                    monkeypatch):
+    from shap_e.eval import run
+
+    out = tmp_path / "test.json"
+    argv = ["eval", "classifier", "--set", "test", "--out-dir", str(tmp_path / "runs"), "-o", str(out)]
+    args = parse(argv)
+    args.run(args)
+    result = json.loads(out.read_text())
+    assert result["settings"]["set"] == "test" and result["settings"]["dataset_seeds"] == [100_000, 101_000]
+    assert result["settings"]["draw_size"] == 2 and result["summary"]["n"] == 4
+    assert [row["dataset_seed"] for row in result["rows"]] == [100_000, 100_000, 101_000, 101_000]
+    assert result["intervals"]["category_correct"]["method"] == "wilson"
+    assert "test set" in out.with_suffix(".md").read_text().splitlines()[0]
+    (cache,) = (tmp_path / "runs" / "draws").iterdir()
+    assert sorted(p.name for p in cache.iterdir()) == ["seed_100000.json", "seed_101000.json"]
+    monkeypatch.setattr(run, "evaluate_ground_truth", lambda *a, **k: pytest.fail("a finished draw ran again"))
+    args = parse(argv)
+    args.run(args)
+    assert json.loads(out.read_text())["rows"] == result["rows"]
+
+
+def test_eval_writes_under_runs_eval_by_default_and_never_into_model_cards(tmp_path, tiny_sets, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for argv in (["-n", "2"], ["--seed", "7", "-n", "2"], ["--set", "validation"]):
+        args = parse(["eval", "classifier"] + argv)
+        args.run(args)
+    written = sorted(p.name for p in (tmp_path / "runs" / "eval").iterdir())
+    assert written == ["draws"] + [f"ground-truth_classifier_heldout_pairs_{which}.{ext}"
+                                   for which in ("seed0", "seed7", "validation") for ext in ("json", "md")]
+    assert json.loads((tmp_path / "runs/eval/ground-truth_classifier_heldout_pairs_seed7.json").read_text())[
+        "settings"]["dataset_seeds"] == [7]
+    assert not (tmp_path / "model_cards").exists()
+
+
+def test_a_set_fixes_its_draws_and_size(tiny_sets):
+    args = parse(["eval", "text", "--set", "test", "-n", "10"])
+    with pytest.raises(CliError, match="-n cannot be combined with --set"):
+        args.run(args)
+    with pytest.raises(SystemExit):
+        parse(["eval", "text", "--set", "test", "--seed", "3"])
+    with pytest.raises(SystemExit):
+        parse(["eval", "text", "--set", "holdout"])
