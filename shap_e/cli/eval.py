@@ -48,7 +48,7 @@ def add_commands(commands) -> None:
         sub.add_argument("--model", help="registry name (default: transmitter / text300M / image300M)")
         sub.add_argument("--decoder", help="registry name of the decoder (default: the prior's first decoder)")
         draws = sub.add_mutually_exclusive_group()
-        draws.add_argument("--set", choices=sorted(EVAL_SETS), dest="eval_set",
+        draws.add_argument("--set", choices=tuple(EVAL_SETS), dest="eval_set",
                            help="a fixed set of draws of 48 items: validation (choose settings on it) or test "
                                 "(report it); see docs/evaluation.md")
         draws.add_argument("--seed", type=int, help="one ad-hoc draw: its dataset seed (default 0); item i samples "
