@@ -18,6 +18,12 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
+@pytest.fixture(autouse=True)
+def in_tmp_path(tmp_path, monkeypatch):
+    """Run every command in a fresh folder, so the default --out-dir (and its draws) land there."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def tiny_transmitter(monkeypatch, tmp_path, golden):
     e = golden("e")
@@ -181,8 +187,7 @@ def test_eval_on_a_set_records_the_set_and_its_seeds_and_resumes_from_finished_d
     assert json.loads(out.read_text())["rows"] == result["rows"]
 
 
-def test_eval_writes_under_runs_eval_by_default_and_never_into_model_cards(tmp_path, tiny_sets, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_eval_writes_under_runs_eval_by_default_and_never_into_model_cards(tmp_path, tiny_sets):
     for argv in (["-n", "2"], ["--seed", "7", "-n", "2"], ["--set", "validation"]):
         args = parse(["eval", "classifier"] + argv)
         args.run(args)
