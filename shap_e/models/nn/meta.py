@@ -7,7 +7,6 @@ given at call time usually add one in front (`[batch, d_out, d_in]`), as `batch_
 does.
 """
 import itertools
-import re
 from typing import Dict, Iterator, Optional, Tuple
 
 import torch
@@ -35,9 +34,9 @@ def subdict(dictionary: Optional[Dict], key: Optional[str] = None) -> Optional[A
         return None
     if not key:
         return dictionary
-    pattern = re.compile(r"^{}\.(.+)".format(re.escape(key)))
-    matches = ((pattern.match(k), v) for k, v in dictionary.items())
-    return AttrDict([(m.group(1), v) for m, v in matches if m is not None])
+    prefix = key + "."
+    return AttrDict([(k[len(prefix):], v) for k, v in dictionary.items()
+                     if k.startswith(prefix) and len(k) > len(prefix)])
 
 
 def superdict(dictionary: Optional[Dict], key: Optional[str] = None) -> Optional[AttrDict]:
@@ -132,6 +131,15 @@ class MetaModule(nn.Module):
         for name, buffer in self.named_buffers():
             params.setdefault(name, buffer.detach())
         return params
+
+    def meta_tensor(self, params: Optional[Dict[str, torch.Tensor]], name: str) -> Optional[torch.Tensor]:
+        """`update(params)[name]` for one of this module's own tensors, without building the dict."""
+        if params is not None and name in params:
+            return params[name]
+        if name in self._buffers:
+            buffer = self._buffers[name]
+            return None if buffer is None else buffer.detach()
+        return self._parameters.get(name)
 
 
 def _meta_names(module: nn.Module, attribute: str) -> set:

@@ -155,15 +155,14 @@ class MetaLinear(MetaModule):
 
     def forward(self, x: torch.Tensor, params: Optional[Dict[str, torch.Tensor]] = None) -> torch.Tensor:
         """`[batch, ..., n_in]` -> `[batch, ..., n_out]`."""
-        params = self.update(params)
         batch, *shape, d_in = x.shape
         x = x.reshape(batch, -1, d_in)
-        weight = params["weight"]
+        weight = self.meta_tensor(params, "weight")
         if weight.ndim not in (2, 3):
             raise ValueError(f"weight must be [n_out, n_in] or [batch, n_out, n_in], got {tuple(weight.shape)}")
         h = torch.matmul(x, weight.transpose(-1, -2))
         for name, op in (("bias", torch.add), ("scale", torch.mul), ("shift", torch.add)):
-            value = params.get(name)
+            value = self.meta_tensor(params, name)
             if value is not None:
                 h = op(h, value.unsqueeze(1) if value.ndim == 2 else value)
         return h.reshape(batch, *shape, -1)

@@ -60,6 +60,8 @@ def test_update_fills_missing_params_from_the_module():
     assert params.scale is net.scale and params["child.weight"] is net.child.weight
     assert torch.equal(params.count, torch.zeros(1)) and not params.count.requires_grad
     assert not net.update()["weight"].requires_grad  # buffers are detached defaults
+    assert net.meta_tensor({"weight": given}, "weight") is given and net.meta_tensor(None, "scale") is net.scale
+    assert torch.equal(net.meta_tensor({}, "weight"), net.weight) and not net.meta_tensor({}, "weight").requires_grad
 
 
 def test_batch_meta_tensors_are_repeated_copies():
