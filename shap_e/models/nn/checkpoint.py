@@ -28,8 +28,10 @@ def checkpoint(
     return CheckpointFunction.apply(func, len(inputs), *inputs, *params)
 
 
-def _as_tuple(outputs: Outputs):
-    return outputs if isinstance(outputs, tuple) else (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
+def _as_tuple(outputs: Outputs) -> tuple:
+    if isinstance(outputs, torch.Tensor):
+        return (outputs,)
+    return tuple(outputs)
 
 
 class CheckpointFunction(torch.autograd.Function):
@@ -62,14 +64,14 @@ class CheckpointFunctionGradFunction(torch.autograd.Function):
     def forward(ctx, run_function, length_1, length_2, *args):
         ctx.run_function, ctx.length_1, ctx.length_2 = run_function, length_1, length_2
         ctx.save_for_backward(*args)
-        inputs, params, output_grads = _split(args, length_1, length_2, detach_inputs=True)
+        inputs, params, output_grads = _split(args, length_1, length_2)
         with torch.enable_grad():
             outputs = _as_tuple(run_function(*[x.view_as(x) for x in inputs]))
         return _grads(outputs, inputs + params, output_grads, create_graph=False)
 
     @staticmethod
     def backward(ctx, *grad_grads):
-        inputs, params, output_grads = _split(ctx.saved_tensors, ctx.length_1, ctx.length_2, detach_inputs=True)
+        inputs, params, output_grads = _split(ctx.saved_tensors, ctx.length_1, ctx.length_2)
         output_grads = [g.detach().requires_grad_(True) for g in output_grads]
         with torch.enable_grad():
             # view_as: a function that modifies its input in place must not touch the detached leaf.
@@ -82,8 +84,9 @@ class CheckpointFunctionGradFunction(torch.autograd.Function):
         return (None, None, None) + tuple(by_tensor.get(id(t)) for t in inputs + params + output_grads)
 
 
-def _split(args, length_1: int, length_2: int, detach_inputs: bool):
-    inputs = [x.detach().requires_grad_(x.is_floating_point()) if detach_inputs else x for x in args[:length_1]]
+def _split(args, length_1: int, length_2: int):
+    """(inputs as fresh leaves that take gradients, params, output gradients) of the packed arguments."""
+    inputs = [x.detach().requires_grad_(x.is_floating_point()) for x in args[:length_1]]
     params = list(args[length_1 : length_1 + length_2])
     return inputs, params, list(args[length_1 + length_2 :])
 
