@@ -202,7 +202,7 @@ def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["Lat
 def _check_text_layers(model: torch.nn.Module, provenance: Dict[str, str]) -> None:
     """Refuse latents whose captions were read from other MiniLM hidden states than the prior reads
     when it samples (`shap-e latents --text-layers` against the model config's `text_layers`).
-    Latents without a provenance (made by other code, or before session 14) are not checked."""
+    Latents without a provenance (made by other code, or by early 0.1.0 code) are not checked."""
     from shap_e.train.latents import text_layers_record
 
     if "stage" not in provenance:
