@@ -1,4 +1,4 @@
-"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (SPEC §3.8-3.9)."""
+"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (docs/behaviour.md#sample-latents)."""
 import inspect
 import warnings
 from typing import Any, Callable, Dict, Optional

@@ -1,4 +1,4 @@
-"""Latent diffusion transformers: text- and image-grid-conditioned (SPEC §2.1, §2.4-2.7).
+"""Latent diffusion transformers: text- and image-grid-conditioned (docs/behaviour.md#diffusion-transformers).
 
 A latent of `d_latent = n_ctx * channels` numbers is read token-major (element `n * channels + c`
 is channel `c` of token `n`), projected to `width`, prefixed with conditioning tokens and run
@@ -78,7 +78,7 @@ class PointDiffusionTransformer(nn.Module):
         return cond * keep.view(-1, *([1] * (cond.dim() - 1))).to(cond.dtype)
 
     def forward_with_cond(self, x: torch.Tensor, conds: List[Tuple[torch.Tensor, bool]]) -> torch.Tensor:
-        """Run the trunk (SPEC §2.4).
+        """Run the trunk (docs/behaviour.md#sequence-assembly).
 
         :param x: `[batch, channels, n_ctx]` latent tokens (channel-major).
         :param conds: `(embedding, as_token)` pairs; `[batch, width]` or `[batch, k, width]`.
@@ -100,7 +100,7 @@ class PointDiffusionTransformer(nn.Module):
 
 
 class TextConditionedTransformer(PointDiffusionTransformer):
-    """text300M's trunk: one CLIP text/image embedding `[batch, 768]` (SPEC §2.5)."""
+    """text300M's trunk: one CLIP text/image embedding `[batch, 768]` (docs/behaviour.md#text-conditioning)."""
 
     conditioning = "text"
 
@@ -125,7 +125,8 @@ class TextConditionedTransformer(PointDiffusionTransformer):
 
 
 class ImageGridConditionedTransformer(PointDiffusionTransformer):
-    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens (SPEC §2.6).
+    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens
+    (docs/behaviour.md#image-grid-conditioning).
 
     Any grid of feature tokens fits (`grid_channels` x `grid_tokens`): the small image encoder's
     patches, or a caption's MiniLM token states (`conditioner: minilm_tokens`).
@@ -157,7 +158,7 @@ class ImageGridConditionedTransformer(PointDiffusionTransformer):
 
 
 class SplitVectorDiffusion(nn.Module):
-    """Wraps a trunk so that it reads and writes flat latent vectors (SPEC §2.1).
+    """Wraps a trunk so that it reads and writes flat latent vectors (docs/behaviour.md#latent-vectors).
 
     `forward(x [batch, d_latent], t [batch], embeddings=...) -> [batch, 2 * d_latent]` =
     `[x0 prediction | variance values]`, each token-major.

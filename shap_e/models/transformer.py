@@ -1,4 +1,4 @@
-"""Pre-LayerNorm transformer blocks with the Shap-E parameter layout (SPEC §2.2).
+"""Pre-LayerNorm transformer blocks with the Shap-E parameter layout (docs/behaviour.md#transformer-blocks).
 
 The attention projections use the reference's per-head interleaved layout: the `3 * width`
 features of `c_qkv` are viewed as `[heads, 3 * head_dim]`, so that for head `j` the query, key and

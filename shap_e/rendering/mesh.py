@@ -1,4 +1,4 @@
-"""Triangle meshes with per-vertex channels, and the reference's PLY/OBJ writers (SPEC §5.7)."""
+"""Triangle meshes with per-vertex channels, and the reference's PLY/OBJ writers (docs/behaviour.md#mesh-files)."""
 import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Dict, Optional, TextIO, Union

@@ -1,4 +1,5 @@
-"""Notebook helpers (SPEC §6.1-6.3) with a Transmitter built from golden f's config and weights."""
+"""Notebook helpers (docs/behaviour.md#notebook-helpers) with a Transmitter built from golden f's config and
+weights."""
 import base64
 import io
 import os
