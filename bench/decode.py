@@ -97,8 +97,8 @@ def plain_field(xm, params: Dict[str, torch.Tensor]):
     """The NeRSTF field as docs/behaviour.md#nerstf-mlp describes the reference computing it, written plainly (the
     baseline of `mesh128_plain`, as `bench.stages.eager_attention` is for the transformer): all 12
     raw outputs at every query, 51 zero direction features concatenated before layer 4, float32.
-    Returns a `shap_e.rendering.nerf.FieldFn` of the heads the mesh needs (sdf, color_stf)."""
-    from shap_e.models.nerstf import NeRSTFOutput
+    Returns a `shap_e.rendering.fields.FieldFn` of the heads the mesh needs (sdf, color_stf)."""
+    from shap_e.rendering.fields import NeRSTFOutput
 
     layers = xm.renderer.nerstf.mlp
     weights = xm.renderer.mlp_params(params)

@@ -9,6 +9,7 @@ import torch
 
 from shap_e import __version__
 from shap_e.cli.common import (
+    CliError,
     DTYPES,
     add_guidance_max_sigma_option,
     add_init_strength_option,
@@ -70,8 +71,6 @@ def add_sampling_options(parser, kind: str) -> None:
 
 
 def parse_formats(value: str) -> List[str]:
-    from shap_e.cli import CliError
-
     formats = [f.strip().lower() for f in value.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
@@ -80,8 +79,6 @@ def parse_formats(value: str) -> List[str]:
 
 
 def read_prompts(args) -> List[str]:
-    from shap_e.cli import CliError
-
     if args.prompts:
         path = Path(args.prompts)
         if not path.is_file():
@@ -97,8 +94,6 @@ def read_prompts(args) -> List[str]:
 def read_image(path: str):
     from PIL import Image, UnidentifiedImageError
 
-    from shap_e.cli import CliError
-
     try:
         with Image.open(path) as image:
             return image.convert("RGB")
@@ -109,8 +104,6 @@ def read_image(path: str):
 
 
 def validate(args) -> None:
-    from shap_e.cli import CliError
-
     if args.batch < 1:
         raise CliError("--batch must be at least 1")
     if args.steps is not None and args.steps < 2:
@@ -162,7 +155,6 @@ def note_unseen_words(name: str, prompts: List[str]) -> None:
 
 
 def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
-    from shap_e.cli import CliError
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
     from shap_e.models.download import load_config, load_model, weights_cached
     from shap_e.models.registry import get_spec
@@ -212,7 +204,8 @@ def generate_one(models, name, label, model_kwargs, formats, device, args) -> No
 
 def write_sample(xm, latent: torch.Tensor, folder: Path, formats, meta: Dict[str, Any], args) -> None:
     from shap_e.rendering.export import save_mesh, save_textured_glb
-    from shap_e.util.notebooks import decode_latent_mesh, latent_color_fn, save_gif, save_mp4, turntable
+    from shap_e.models.decode import decode_latent_mesh, latent_color_fn, turntable
+    from shap_e.util.animation import save_gif, save_mp4
 
     with atomic_directory(folder) as tmp:
         torch.save(latent.detach().cpu(), tmp / "latent.pt")

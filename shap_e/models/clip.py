@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from shap_e.models.conditioning import warn_truncated_prompt
+from shap_e.util.prompt_warnings import warn_truncated_prompt
 
 __all__ = [
     "CLIP_MEAN",
@@ -211,7 +211,7 @@ class FrozenCLIP:
         device: Union[str, torch.device, None] = None,
         dtype: torch.dtype = torch.float32,
     ) -> None:
-        from shap_e.models.configs import resolve_device
+        from shap_e.util.config import resolve_device
 
         # $SHAP_E_CLIP points every default CLIP at a local copy (a `save_pretrained` folder).
         self.name_or_dir = str(name_or_dir or os.environ.get("SHAP_E_CLIP") or DEFAULT_CLIP)

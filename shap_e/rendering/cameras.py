@@ -6,7 +6,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 
-__all__ = ["ProjectiveCamera", "create_pan_cameras", "look_at"]
+__all__ = ["ProjectiveCamera", "create_pan_cameras", "look_at", "turntable_cameras"]
 
 Device = Union[str, torch.device, None]
 
@@ -180,3 +180,24 @@ def _describe(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return f"tensor of shape {tuple(value.shape)}"
     return type(value).__name__
+
+
+def turntable_cameras(size: int, n_views: int = 20, device: Device = None) -> ProjectiveCamera:
+    """`n_views` cameras evenly around +Z (no repeated frame), otherwise like `create_pan_cameras`.
+
+    Radius 4, elevation atan(1/2), fov 0.7 rad, `shape == (1, n_views)`.
+    """
+    if isinstance(n_views, bool) or not isinstance(n_views, int) or n_views < 1:
+        raise ValueError(f"n_views must be a positive int, got {n_views!r}")
+    theta = np.linspace(0, 2 * np.pi, num=n_views, endpoint=False)
+    z = np.stack([np.sin(theta), np.cos(theta), np.full_like(theta, -0.5)], axis=1)
+    z = z / np.linalg.norm(z, axis=-1, keepdims=True)
+    x = np.stack([np.cos(theta), -np.sin(theta), np.zeros_like(theta)], axis=1)
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).float().to(device)
+
+    return ProjectiveCamera(
+        origin=tensor(-4 * z), x=tensor(x), y=tensor(np.cross(z, x)), z=tensor(z),
+        width=size, height=size, x_fov=0.7, y_fov=0.7, shape=(1, n_views),
+    )

@@ -10,7 +10,7 @@ from typing import Sequence, Tuple, Union
 import torch
 
 from shap_e.rendering.mc_table import triangle_table
-from shap_e.rendering.mesh import TorchMesh
+from shap_e.rendering.torch_mesh import TorchMesh
 
 __all__ = ["marching_cubes"]
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import torch
 import yaml
 
-from shap_e.models.configs import check_keys
+from shap_e.util.config import check_keys
 from shap_e.train.loop import TrainConfig, Trainer, check_stop_at
 from shap_e.util.atomic import write_atomic, write_safetensors
 
@@ -241,7 +241,7 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False,
 
 def head_refit_config(config: Dict[str, Any], model: torch.nn.Module, dataset) -> Optional["HeadRefitConfig"]:
     """The `head_refit` settings of a diffusion config (None without the key), checked before training."""
-    from shap_e.models.configs import settings_of
+    from shap_e.util.config import settings_of
     from shap_e.train.head_refit import HeadRefitConfig, check_refit_inputs
 
     if "head_refit" not in config:
@@ -393,9 +393,3 @@ def export_weights(trainer: Trainer, prefix: str = "") -> Path:
             for k, v in trainer.model.state_dict().items() if k.startswith(prefix)
         })
     return path
-
-
-def main(argv=None) -> int:
-    from shap_e.cli import main as cli_main
-
-    return cli_main(["train", *(argv if argv is not None else __import__("sys").argv[1:])])

@@ -52,7 +52,8 @@ def test_cli_reference_has_every_command_of_the_parser():
 
 def test_site_documents_keep_their_repository_paths():
     paths = _hooks().document_paths()
-    assert {"README.md", "CHANGELOG.md", "model_cards/text-small.md", "recipes/README.md", "docs/behaviour.md"} <= set(paths)
+    expected = {"README.md", "CHANGELOG.md", "model_cards/text-small.md", "recipes/README.md", "docs/behaviour.md"}
+    assert expected <= set(paths)
     assert not any(p.endswith(".py") for p in paths)
 
 

@@ -26,7 +26,7 @@ def test_bundled_models_are_registered_with_their_decoder():
 @pytest.mark.slow
 def test_transmitter_small_round_trip_keeps_shape_and_colour(xm, tmp_path):
     from shap_e.encoding import encode
-    from shap_e.util.asset_loading import load_asset
+    from shap_e.encoding.assets import load_asset
 
     asset = generate_asset("sphere", "blue", "regular", seed=3)
     path = tmp_path / "sphere.ply"

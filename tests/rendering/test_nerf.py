@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from shap_e.models.nerstf import NeRSTFOutput
+from shap_e.rendering.fields import NeRSTFOutput
 from shap_e.rendering.nerf import (
     importance_samples,
     integrate_samples,

@@ -3,7 +3,7 @@ colour transfer."""
 import pytest
 import torch
 
-from shap_e.models.nerstf import NeRSTFOutput
+from shap_e.rendering.fields import NeRSTFOutput
 from shap_e.rendering.stf import (
     color_meshes,
     grid_points,

@@ -6,7 +6,7 @@ from typing import Dict, Mapping, Tuple
 import torch
 import torch.nn as nn
 
-from shap_e.models.transformer import is_meta
+from shap_e.models.generation.transformer import is_meta
 
 ParamShapes = Mapping[str, Tuple[int, int]]
 
