@@ -42,8 +42,8 @@ def _check_limits(min_dist: float, min_t_range: float) -> None:
 
 
 class BoundingBoxVolume(MetaModule, Volume):
-    """The axis-aligned box `[bbox_min, bbox_max]` (SPEC §5.3); rays start at least `min_dist` out and
-    ranges shorter than `min_t_range` count as misses."""
+    """The axis-aligned box `[bbox_min, bbox_max]` (docs/behaviour.md#render-volume); rays start at
+    least `min_dist` out and ranges shorter than `min_t_range` count as misses."""
 
     def __init__(self, *, bbox_min: ArrayType, bbox_max: ArrayType, min_dist: float = 0.0,
                  min_t_range: float = 1e-3, device: torch.device = None):

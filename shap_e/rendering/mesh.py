@@ -1,7 +1,7 @@
 """`TriMesh`: a triangle mesh as numpy arrays, and its file formats: PLY and OBJ as the reference
-writes them, byte for byte; GLB; and the official `.npz` of the arrays (`save`/`load`), SPEC §5.7.
+writes them, byte for byte; GLB; and the official `.npz` of the arrays (`save`/`load`), docs/behaviour.md#mesh-files.
 
-Shap-E's world is +Z up (SPEC §7). glTF requires +Y up, so `save` writes PLY/OBJ/GLB +Y up by
+Shap-E's world is +Z up (docs/behaviour.md#conventions). glTF requires +Y up, so `save` writes PLY/OBJ/GLB +Y up by
 default: a rotation of -90 degrees about X, `(x, y, z) -> (x, z, -y)`. The `.npz` keeps the arrays
 as they are.
 """
@@ -158,7 +158,9 @@ class TriMesh:
             if up_axis not in UP_AXES:
                 raise ValueError(f"up_axis must be one of {UP_AXES}, got {up_axis!r}")
             if len(self.faces) == 0 and not allow_empty:
-                raise ValueError(f"mesh has no faces; refusing to write {name} (pass allow_empty=True to write it anyway)")
+                raise ValueError(
+                    f"mesh has no faces; refusing to write {name} (pass allow_empty=True to write it anyway)"
+                )
             data = _encode(to_y_up(self) if up_axis == "y" else self, format)
         if stream:
             f.write(data)

@@ -1,5 +1,5 @@
 """The PLY writer (official path, and the one PLY encoder of the package): binary little-endian,
-byte for byte what the reference writes for meshes and point clouds (SPEC §5.7).
+byte for byte what the reference writes for meshes and point clouds (docs/behaviour.md#mesh-files).
 
 `TriMesh.write_ply` and `PointCloud.write_ply` both call `ply_bytes`.
 """

@@ -215,7 +215,8 @@ class PointCloud:
         """This cloud's points followed by `other`'s; both must have the same channels."""
         if self.channels.keys() != other.channels.keys():
             raise ValueError(
-                f"cannot combine point clouds with different channels: {sorted(self.channels)} vs {sorted(other.channels)}"
+                "cannot combine point clouds with different channels: "
+                f"{sorted(self.channels)} vs {sorted(other.channels)}"
             )
         return PointCloud(
             coords=np.concatenate([self.coords, other.coords], axis=0),

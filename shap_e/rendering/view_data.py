@@ -48,7 +48,7 @@ class Camera(ABC):
 @dataclass
 class ProjectiveCamera(Camera):
     """A pinhole camera: rays leave `origin` along `z`, with `x` (image right) and `y` (image down)
-    spanning the image plane; `x_fov`, `y_fov` are full fields of view in radians (SPEC §5.4)."""
+    spanning the image plane; `x_fov`, `y_fov` are full fields of view in radians (docs/behaviour.md#cameras)."""
 
     origin: np.ndarray
     x: np.ndarray

@@ -1,4 +1,5 @@
-"""Where along each ray the render volume lies: ray / box, ray / sphere and unbounded ranges (SPEC §5.3).
+"""Where along each ray the render volume lies: ray / box, ray / sphere and unbounded ranges
+(docs/behaviour.md#render-volume).
 
 Every intersection returns a `RayRange` of shape `[..., 1]`; `shap_e.models.volume` (the official
 `Volume` classes) wraps these functions.

@@ -1,5 +1,5 @@
-"""Official volume modules: the box is SPEC §5.3's intersection (golden f); sphere and unbounded
-ranges match their geometry; `VolumeRange` combines ranges."""
+"""Official volume modules: the box is the intersection of docs/behaviour.md#render-volume (golden f);
+sphere and unbounded ranges match their geometry; `VolumeRange` combines ranges."""
 import math
 
 import pytest
@@ -63,7 +63,8 @@ def test_volume_range_next_t0_extend_and_partition():
     assert both.t0.tolist() == [[1.0], [3.0]] and both.t1.tolist() == [[6.0], [7.0]] and both.intersected.all()
     ts = torch.tensor([[1.2, 1.6, 1.8], [0.1, 0.5, 0.9]])[..., None]
     lower, upper, delta = inner.partition(ts)
-    assert lower[0, :, 0].tolist() == pytest.approx([1.0, 1.4, 1.7]) and upper[0, :, 0].tolist() == pytest.approx([1.4, 1.7, 2.0])
+    assert lower[0, :, 0].tolist() == pytest.approx([1.0, 1.4, 1.7])
+    assert upper[0, :, 0].tolist() == pytest.approx([1.4, 1.7, 2.0])
     torch.testing.assert_close(delta, upper - lower)
     with pytest.raises(ValueError, match="one shape"):
         VolumeRange(torch.zeros(2, 1), torch.zeros(3, 1), torch.zeros(2, 1, dtype=torch.bool))

@@ -79,7 +79,9 @@ class CheckpointFunctionGradFunction(torch.autograd.Function):
             grads = _grads(outputs, inputs + params, output_grads, create_graph=True)
         wrt = [t for t in inputs + params + output_grads if t.requires_grad]
         used = [(g, gg) for g, gg in zip(grads, grad_grads) if g is not None and g.requires_grad and gg is not None]
-        second = torch.autograd.grad([g for g, _ in used], wrt, [gg for _, gg in used], allow_unused=True) if used else ()
+        second = ()
+        if used:
+            second = torch.autograd.grad([g for g, _ in used], wrt, [gg for _, gg in used], allow_unused=True)
         by_tensor = dict(zip(map(id, wrt), second))
         return (None, None, None) + tuple(by_tensor.get(id(t)) for t in inputs + params + output_grads)
 

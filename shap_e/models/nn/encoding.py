@@ -139,7 +139,8 @@ def spherical_harmonics_basis(coords: torch.Tensor, sh_degree: int) -> torch.Ten
 
 
 class PosEmbLinear(nn.Linear):
-    """`nn.Linear` on positions encoded by `posemb_version` (None: raw): `[..., in_features]` -> `[..., out_features]`."""
+    """`nn.Linear` on positions encoded by `posemb_version` (None: raw):
+    `[..., in_features]` -> `[..., out_features]`."""
 
     def __init__(self, posemb_version: Optional[str], in_features: int, out_features: int, **kwargs):
         super().__init__(in_features * position_encoding_channels(posemb_version), out_features, **kwargs)
@@ -194,7 +195,8 @@ class MultiviewPoseEmbedding(_MultiviewConv):
         super().__init__(posemb_version, in_features, out_features, stride, **kwargs)
 
     def forward(self, channels: torch.Tensor, position: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
-        """`channels [B, V, n_channels, H, W]`, `position`, `direction [B, V, 3, H, W]` -> `[B, V, out_features, H', W']`."""
+        """`channels [B, V, n_channels, H, W]`, `position`, `direction [B, V, 3, H, W]`
+        -> `[B, V, out_features, H', W']`."""
         if self.posemb_version is None:
             return self._convolve(torch.cat([channels, position, direction], dim=-3))
         encoded_direction = maybe_encode_direction(
@@ -205,8 +207,8 @@ class MultiviewPoseEmbedding(_MultiviewConv):
 
 
 class MultiviewPointCloudEmbedding(_MultiviewConv):
-    """Per-pixel (colour, ray origin, surface point) features of multiview images (SPEC §4.6 step 6):
-    encoded, replaced by the learned `unk_token` where `mask` is False, then convolved."""
+    """Per-pixel (colour, ray origin, surface point) features of multiview images, encoded, replaced by
+    the learned `unk_token` where `mask` is False, then convolved (docs/behaviour.md#multiview-features)."""
 
     def __init__(self, posemb_version: Optional[str], n_channels: int, out_features: int, stride: int = 1, **kwargs):
         in_features = (n_channels * channel_encoding_channels(posemb_version)

@@ -1,5 +1,5 @@
 """Meta modules (official path): modules whose forward takes `params`, per-batch weights supplied at
-call time (SPEC §5.2: the NeRSTF MLP's first layers are generated from the latent), with their own
+call time (the NeRSTF MLP's first layers are generated from the latent, docs/behaviour.md#nerstf-mlp), with their own
 parameters and buffers as defaults; and helpers for dotted-key parameter dicts.
 
 A meta tensor is registered without a batch dimension (e.g. a weight `[d_out, d_in]`); the `params`

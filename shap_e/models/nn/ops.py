@@ -1,7 +1,7 @@
 """Official path `shap_e.models.nn.ops`, the home of the small building blocks: activations, weight
 initialisations, `MetaLinear` / `MetaMLP` (layers whose weights may come per batch element from
-`params`, SPEC §5.2), `MLP`, `LayerNorm`, shape helpers, and `PointSetEmbedding`, the
-transmitter's point convolution (SPEC §4.3).
+`params`, docs/behaviour.md#nerstf-mlp), `MLP`, `LayerNorm`, shape helpers, and `PointSetEmbedding`, the
+transmitter's point convolution (docs/behaviour.md#point-tokens).
 """
 import math
 from typing import Callable, Dict, List, Optional, Tuple, Union
@@ -138,9 +138,11 @@ class MetaLinear(MetaModule):
             register_meta("scale", nn.Parameter(torch.ones(n_out, **kwargs)))
         if meta_shift:
             register_meta("shift", nn.Parameter(torch.zeros(n_out, **kwargs)))
-        (register_meta if meta_proj else self.register_parameter)("weight", nn.Parameter(torch.empty(n_out, n_in, **kwargs)))
+        register_weight = register_meta if meta_proj else self.register_parameter
+        register_weight("weight", nn.Parameter(torch.empty(n_out, n_in, **kwargs)))
         if bias:
-            (register_meta if meta_bias else self.register_parameter)("bias", nn.Parameter(torch.empty(n_out, **kwargs)))
+            register_bias = register_meta if meta_bias else self.register_parameter
+            register_bias("bias", nn.Parameter(torch.empty(n_out, **kwargs)))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -262,7 +264,7 @@ class LayerNorm(nn.LayerNorm):
 
 
 class PointSetEmbedding(nn.Module):
-    """Point tokens (SPEC §4.3): the neighbourhood (ball of `radius`, `n_sample` points) of each of
+    """Point tokens (docs/behaviour.md#point-tokens): the neighbourhood (ball of `radius`, `n_sample` points) of each of
     `n_point` centres (`fps_method` 'fps' or 'first'; `group_all`: one group of every point),
     convolved by strided `(patch_size, 1)` convolutions along the samples (`d_hidden` channels,
     `activation` after each), then averaged over the samples.

@@ -32,7 +32,7 @@ def render_diffuse_mesh(
     hits = RayCollisions.collect(cast_camera(camera, mesh, ray_batch_size=ray_batch_size, checkpoint=checkpoint))
     colors = mesh.vertex_colors
     if colors is None:
-        colors = torch.full((len(mesh.vertices), 3), DEFAULT_GREY, dtype=mesh.vertices.dtype, device=mesh.vertices.device)
+        colors = torch.full_like(mesh.vertices, DEFAULT_GREY)
     if len(mesh.faces) == 0:
         return colors.new_zeros(camera.height, camera.width, colors.shape[-1] + 1)
     corner_colors = colors[mesh.faces[hits.tri_indices]]  # [N, 3 corners, C]
