@@ -1,5 +1,5 @@
-"""Gaussian diffusion, SPEC §3: the official module path and class, with the official names and
-signatures. `GaussianDiffusion` is the process arithmetic of `shap_e.diffusion.process` plus the
+"""Gaussian diffusion (docs/behaviour.md#gaussian-diffusion): the official module path and class,
+with the official names and signatures. `GaussianDiffusion` is the process arithmetic of `shap_e.diffusion.process` plus the
 DDPM/DDIM samplers, classifier guidance and the training losses (`shap_e.diffusion.variational`);
 the schedule and loss helpers are re-exported from `schedules` and `losses`.
 

@@ -80,7 +80,7 @@ class KarrasDenoiser:
 
 class GaussianToKarrasDenoiser:
     """A `GaussianDiffusion` model as a Karras denoiser: D(x, σ) is the model's x̂₀ for the VP input
-    x/√(σ²+1) at the timestep whose ᾱ is 1/(σ²+1), truncated (SPEC §3.8)."""
+    x/√(σ²+1) at the timestep whose ᾱ is 1/(σ²+1), truncated (docs/behaviour.md#karras-sampler)."""
 
     def __init__(self, model: Callable[..., torch.Tensor], diffusion: GaussianDiffusion):
         self.model = model

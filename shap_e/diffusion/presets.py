@@ -17,7 +17,8 @@ FAST_STEPS = 20
 
 @dataclass(frozen=True)
 class SamplingPreset:
-    """Karras-path sampler settings (SPEC §3.8); `sampler` is a key of `samplers.SAMPLERS`."""
+    """Karras-path sampler settings (docs/behaviour.md#karras-sampler); `sampler` is a key of
+    `samplers.SAMPLERS`."""
 
     name: str
     sampler: str

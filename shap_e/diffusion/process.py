@@ -1,5 +1,6 @@
-"""The arithmetic of a Gaussian diffusion process (Ho et al. 2020; Nichol & Dhariwal 2021), SPEC §3:
-the forward process q, the model's reverse Gaussian p, x̂₀/ε̂ conversions and channel scaling.
+"""The arithmetic of a Gaussian diffusion process (Ho et al. 2020; Nichol & Dhariwal 2021;
+docs/behaviour.md#gaussian-diffusion): the forward process q, the model's reverse Gaussian p,
+x̂₀/ε̂ conversions and channel scaling.
 `shap_e.diffusion.gaussian_diffusion.GaussianDiffusion` adds the samplers and losses to it.
 
 All schedule-derived arrays are float64 numpy; they are gathered per timestep and cast to float32,

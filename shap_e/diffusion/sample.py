@@ -1,4 +1,4 @@
-"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (SPEC §3.8-3.9); the
+"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (docs/behaviour.md#sample-latents); the
 official module path, with the official keyword-only signature plus this package's options."""
 import inspect
 import warnings
@@ -66,7 +66,7 @@ def sample_latents(
       guides every entry and returns `batch_size` rows.
     * `guidance_max_sigma`: Karras path only; guide only the steps at σ ≤ this value, and use the
       conditional prediction alone above it (None: guide every step). `text-small`'s registry
-      entry recommends 5 (`ModelSpec.guidance_max_sigma`; see model_cards/text-small.md).
+      entry recommends 5 (`ModelSpec.guidance_max_sigma`; docs/findings/text-small.md).
     """
     settings = resolve_preset(preset, sampler=sampler, use_karras=use_karras,
                               karras_steps=karras_steps, sigma_min=sigma_min, sigma_max=sigma_max,

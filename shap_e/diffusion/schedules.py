@@ -1,5 +1,5 @@
-"""Beta schedules and timestep respacing (float64 numpy, SPEC §3.2), with the official names and
-signatures; `shap_e.diffusion.gaussian_diffusion` re-exports them."""
+"""Beta schedules and timestep respacing (float64 numpy, docs/behaviour.md#beta-schedules), with the
+official names and signatures; `shap_e.diffusion.gaussian_diffusion` re-exports them."""
 import math
 from typing import Callable, Iterable, List, Set, Tuple, Union
 
