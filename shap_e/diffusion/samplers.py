@@ -72,15 +72,19 @@ def _levels(sigmas: torch.Tensor) -> List[float]:
     return sigmas.tolist()
 
 
-def _churned(x, sigmas, i, levels, generator, s_churn, s_tmin, s_tmax, s_noise, draw_always):
-    """EDM Alg. 2 lines 4-6: raise σ_i to σ̂ = σ_i(γ+1) by adding noise; `(x, σ̂)`."""
-    steps = len(levels) - 1
-    gamma = _churn(levels[i], steps, s_churn, s_tmin, s_tmax)
+def _churned_eval(denoiser, x, sigmas, i, levels, ones, generator, churn, draw_always):
+    """EDM Alg. 2 lines 4-7: raise σ_i to σ̂ = σ_i(γ+1) by adding noise, then evaluate x̂₀ there.
+
+    `churn` is `(s_churn, s_tmin, s_tmax, s_noise)`; the noise is drawn every step with
+    `draw_always`, else only when γ > 0. Returns `(x, σ̂, x̂₀)`.
+    """
+    s_churn, s_tmin, s_tmax, s_noise = churn
+    gamma = _churn(levels[i], len(levels) - 1, s_churn, s_tmin, s_tmax)
     eps = randn_like(x, generator) * s_noise if (draw_always or gamma > 0) else None
     sigma_hat = sigmas[i] * (gamma + 1)
     if gamma > 0:
         x = x + eps * (sigma_hat**2 - sigmas[i] ** 2) ** 0.5
-    return x, sigma_hat
+    return x, sigma_hat, denoiser(x, sigma_hat * ones)
 
 
 def heun_steps(
@@ -93,10 +97,9 @@ def heun_steps(
     One noise tensor is drawn every step even without churn, as the reference does, so that
     seeded replays consume the RNG identically.
     """
-    ones, levels = x.new_ones([x.shape[0]]), _levels(sigmas)
+    ones, levels, churn = x.new_ones([x.shape[0]]), _levels(sigmas), (s_churn, s_tmin, s_tmax, s_noise)
     for i in tqdm(range(len(sigmas) - 1), disable=not progress):
-        x, sigma_hat = _churned(x, sigmas, i, levels, generator, s_churn, s_tmin, s_tmax, s_noise, True)
-        denoised = denoiser(x, sigma_hat * ones)
+        x, sigma_hat, denoised = _churned_eval(denoiser, x, sigmas, i, levels, ones, generator, churn, True)
         d = to_d(x, sigma_hat, denoised)
         yield {"x": x, "i": i, "sigma": sigmas[i], "sigma_hat": sigma_hat, "pred_xstart": denoised}
         dt = sigmas[i + 1] - sigma_hat
@@ -119,10 +122,9 @@ def dpm2_steps(
     """DPM-Solver-2-like midpoint sampler with EDM churn: each step evaluates x̂₀ at σ̂ and at the
     midpoint σ_mid of a ρ = 3 Karras schedule, then steps with the midpoint slope; 2·steps
     evaluations. One noise draw per step, like `heun_steps`."""
-    ones, levels = x.new_ones([x.shape[0]]), _levels(sigmas)
+    ones, levels, churn = x.new_ones([x.shape[0]]), _levels(sigmas), (s_churn, s_tmin, s_tmax, s_noise)
     for i in tqdm(range(len(sigmas) - 1), disable=not progress):
-        x, sigma_hat = _churned(x, sigmas, i, levels, generator, s_churn, s_tmin, s_tmax, s_noise, True)
-        denoised = denoiser(x, sigma_hat * ones)
+        x, sigma_hat, denoised = _churned_eval(denoiser, x, sigmas, i, levels, ones, generator, churn, True)
         d = to_d(x, sigma_hat, denoised)
         yield {"x": x, "i": i, "sigma": sigmas[i], "sigma_hat": sigma_hat, "pred_xstart": denoised}
         sigma_mid = ((sigma_hat ** (1 / 3) + sigmas[i + 1] ** (1 / 3)) / 2) ** 3
@@ -139,10 +141,9 @@ def euler_steps(
 ) -> Steps:
     """First-order Euler sampler of the probability-flow ODE with optional churn (EDM Alg. 2
     without the correction); one evaluation per step, noise drawn only when churning."""
-    ones, levels = x.new_ones([x.shape[0]]), _levels(sigmas)
+    ones, levels, churn = x.new_ones([x.shape[0]]), _levels(sigmas), (s_churn, s_tmin, s_tmax, s_noise)
     for i in tqdm(range(len(sigmas) - 1), disable=not progress):
-        x, sigma_hat = _churned(x, sigmas, i, levels, generator, s_churn, s_tmin, s_tmax, s_noise, False)
-        denoised = denoiser(x, sigma_hat * ones)
+        x, sigma_hat, denoised = _churned_eval(denoiser, x, sigmas, i, levels, ones, generator, churn, False)
         yield {"x": x, "i": i, "sigma": sigmas[i], "sigma_hat": sigma_hat, "pred_xstart": denoised}
         x = x + to_d(x, sigma_hat, denoised) * (sigmas[i + 1] - sigma_hat)
     yield {"x": x, "pred_xstart": denoised}
