@@ -33,7 +33,7 @@ __all__ = [
 
 CONFIG_KEYS = (
     "schedule", "timesteps", "schedule_args", "mean_type", "respacing",
-    "channel_scales", "channel_biases",
+    "channel_scales", "channel_biases", "discretized_t0",
 )
 
 
@@ -244,12 +244,21 @@ class SpacedDiffusion(GaussianDiffusion):
         super().__init__(**{**kwargs, "betas": betas, "timestep_map": timestep_map})
 
 
+def _flag(config: Mapping[str, Any], key: str) -> bool:
+    value = config.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"diffusion config {key!r} must be true or false, got {value!r}")
+    return value
+
+
 def diffusion_from_config(config: Union[str, Dict[str, Any]]) -> "GaussianDiffusion":
     """A `GaussianDiffusion` (a `SpacedDiffusion` with `respacing`) from the official config dict
     (e.g. `diffusion_config.yaml`) or the path of such a YAML file.
 
     Keys: schedule, timesteps, schedule_args, mean_type (default epsilon), respacing,
-    channel_scales, channel_biases. Variances are `learned_range`, the loss `mse`.
+    channel_scales, channel_biases, and `discretized_t0` (default false, as the official configs:
+    the bound's t = 0 term is 0; true makes it the discretised decoder likelihood, with which the
+    small priors were trained). Variances are `learned_range`, the loss `mse`.
     """
     if isinstance(config, (str, os.PathLike)):
         config = read_config(config)
@@ -270,6 +279,7 @@ def diffusion_from_config(config: Union[str, Dict[str, Any]]) -> "GaussianDiffus
         model_mean_type=config.get("mean_type", "epsilon"),
         model_var_type="learned_range",
         loss_type="mse",
+        discretized_t0=_flag(config, "discretized_t0"),
         channel_scales=None if scales is None else np.asarray(scales, dtype=np.float64),
         channel_biases=None if biases is None else np.asarray(biases, dtype=np.float64),
     )

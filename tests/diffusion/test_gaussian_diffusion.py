@@ -208,3 +208,24 @@ def test_v_prediction_target_and_x0_reconstruction_agree():
     x_t = diffusion.q_sample(x0, t, noise)
     out = diffusion.p_mean_variance(oracle, x_t, t, clip_denoised=False)
     torch.testing.assert_close(out.pred_xstart, x0, atol=1e-5, rtol=0)
+
+
+def test_the_t0_term_of_the_bound_follows_the_configs_discretized_t0():
+    from shap_e.models.download import load_config
+
+    official = diffusion_from_config({"schedule": "cosine", "timesteps": 16, "mean_type": "v"})
+    discretized = diffusion_from_config({"schedule": "cosine", "timesteps": 16, "mean_type": "v", "discretized_t0": True})
+    g = torch.Generator().manual_seed(0)
+    x0, noise, w = torch.randn(2, 8, generator=g), torch.randn(2, 8, generator=g), torch.randn(8, 16, generator=g)
+    t = torch.tensor([0, 3])
+
+    def model(x, t, **kwargs):
+        return torch.tanh(x @ w)
+
+    a = official.training_losses(model, x0, t, noise=noise)["vb"]
+    b = discretized.training_losses(model, x0, t, noise=noise)["vb"]
+    assert a[0] == 0 and b[0] > 0 and a[1] == b[1]
+    assert diffusion_from_config(load_config("diffusion-small")).discretized_t0  # how the small priors trained
+    assert not diffusion_from_config(load_config("diffusion")).discretized_t0
+    with pytest.raises(ValueError, match="discretized_t0"):
+        diffusion_from_config({"schedule": "cosine", "timesteps": 16, "discretized_t0": "yes"})
