@@ -27,7 +27,7 @@ TINY_TEXT = {
 
 
 def read_yaml(name: str) -> Dict[str, Any]:
-    from shap_e.models.configs import read_config
+    from shap_e.util.config import read_config
 
     return read_config(CONFIG_DIR / name)
 
@@ -115,7 +115,7 @@ def text_forward(dtype_name: str, eager: bool = False) -> Callable[[Context], Pr
     def setup(ctx: Context) -> Prepared:
         dtype = _autocast_dtype(dtype_name, ctx.device)
         if eager:
-            import shap_e.models.transformer as transformer
+            import shap_e.models.generation.transformer as transformer
 
             transformer.attention = eager_attention  # this stage runs in its own process
         config, model, inputs = _text_setup(ctx)
@@ -178,10 +178,12 @@ def sample(sampler: str, fast: bool) -> Callable[[Context], Prepared]:
         def run() -> torch.Tensor:
             counted.calls, counted.rows = 0, set()
             return sample_latents(
-                ctx.samples, counted, diffusion, {"embeddings": inputs["embeddings"][:1].expand(ctx.samples, -1)},
-                GUIDANCE_SCALE,
-                True, False, True, steps, 1e-3, 160.0, 0.0, device=ctx.device, sampler=sampler,
-                generator=torch.Generator(device=ctx.device).manual_seed(ctx.seed), dtype=dtype,
+                batch_size=ctx.samples, model=counted, diffusion=diffusion,
+                model_kwargs={"embeddings": inputs["embeddings"][:1].expand(ctx.samples, -1)},
+                guidance_scale=GUIDANCE_SCALE, clip_denoised=True, use_fp16=False, use_karras=True,
+                karras_steps=steps, sigma_min=1e-3, sigma_max=160.0, s_churn=0.0, device=ctx.device,
+                sampler=sampler, generator=torch.Generator(device=ctx.device).manual_seed(ctx.seed),
+                dtype=dtype,
             )
 
         def after(out: torch.Tensor) -> Dict[str, Any]:
@@ -232,7 +234,7 @@ def _batch_maker(ctx: Context):
     import tempfile
 
     try:
-        from shap_e.util.data_util import load_or_create_multimodal_batch
+        from shap_e.encoding.batch import load_or_create_multimodal_batch
     except ImportError as e:
         raise StageUnavailable(f"asset loading missing ({e})") from e
     path = _asset_file(tempfile.mkdtemp(prefix="shap_e_bench_"))

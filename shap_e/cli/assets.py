@@ -3,7 +3,7 @@ from pathlib import Path
 
 import torch
 
-from shap_e.cli.common import add_vertex_placement_option, atomic_directory, pick_device, say
+from shap_e.cli.common import CliError, add_vertex_placement_option, atomic_directory, pick_device, say
 
 
 def add_commands(commands) -> None:
@@ -43,8 +43,6 @@ def add_model_options(parser, model_help: str) -> None:
 
 
 def load_latent(path: str) -> torch.Tensor:
-    from shap_e.cli import CliError
-
     if not Path(path).is_file():
         raise CliError(f"latent file {path!r} does not exist")
     latent = torch.load(path, map_location="cpu", weights_only=True)
@@ -54,7 +52,6 @@ def load_latent(path: str) -> torch.Tensor:
 
 
 def run_encode(args) -> None:
-    from shap_e.cli import CliError
     from shap_e.encoding import encode
     from shap_e.models.download import load_model
 
@@ -81,7 +78,7 @@ def run_decode(args) -> None:
     from shap_e.cli.generate import parse_formats
     from shap_e.models.download import load_model
     from shap_e.rendering.export import save_mesh
-    from shap_e.util.notebooks import decode_latent_mesh
+    from shap_e.models.decode import decode_latent_mesh
 
     formats = parse_formats(args.format)
     latent = load_latent(args.latent)
@@ -95,9 +92,9 @@ def run_decode(args) -> None:
 
 
 def run_render(args) -> None:
-    from shap_e.cli import CliError
     from shap_e.models.download import load_model
-    from shap_e.util.notebooks import save_gif, save_mp4, turntable
+    from shap_e.models.decode import turntable
+    from shap_e.util.animation import save_gif, save_mp4
 
     suffix = Path(args.output).suffix.lower()
     if suffix not in (".gif", ".mp4"):

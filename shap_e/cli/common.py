@@ -12,14 +12,16 @@ import torch
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+class CliError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
 def say(message: str) -> None:
     print(message, file=sys.stderr)
 
 
 def pick_device(name: str) -> torch.device:
     """`auto` picks CUDA, then MPS, then the CPU, and says which."""
-    from shap_e.cli import CliError
-
     if name == "auto":
         if torch.cuda.is_available():
             device = torch.device("cuda")
@@ -36,7 +38,6 @@ def pick_device(name: str) -> torch.device:
 
 def choose_model(requested: Optional[str], official: str, small: str, cache_dir: Optional[str]) -> str:
     """The requested model, else the official one if cached, else the small bundled one."""
-    from shap_e.cli import CliError
     from shap_e.models.download import weights_cached
     from shap_e.models.registry import MODELS
 
@@ -59,8 +60,6 @@ def choose_model(requested: Optional[str], official: str, small: str, cache_dir:
 @contextmanager
 def atomic_directory(final: Path) -> Iterator[Path]:
     """Yield a temporary folder beside `final`; it becomes `final` only if the block succeeds."""
-    from shap_e.cli import CliError
-
     parent = final.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +95,6 @@ def add_init_strength_option(parser) -> None:
 def resolve_init_strength(requested: Optional[float], recommended: Optional[float], prior, name: str) -> float:
     """The SDEdit strength to sample with: `requested`, else the registry's `recommended`, else 1
     (from noise). Below 1 the prior must have a latent head."""
-    from shap_e.cli import CliError
     from shap_e.diffusion.sample import check_strength
 
     strength = requested if requested is not None else (recommended if recommended is not None else 1.0)

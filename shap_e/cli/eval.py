@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from shap_e.cli.common import (
+    CliError,
     add_guidance_max_sigma_option,
     add_init_strength_option,
     add_vertex_placement_option,
@@ -83,7 +84,6 @@ def add_commands(commands) -> None:
 
 def _eval_set(args):
     """The draws to run: the named set, or one ad-hoc draw of -n items at --seed."""
-    from shap_e.cli import CliError
     from shap_e.eval.sets import DRAW_SIZE, EVAL_SETS, EvalSet
 
     if args.eval_set is not None:
@@ -97,7 +97,6 @@ def _eval_set(args):
 
 def _settings(args, spec):
     """`EvalSettings` from the flags and the model's recommended values, each checked before any model loads."""
-    from shap_e.cli import CliError
     from shap_e.eval.settings import EvalSettings
 
     guidance = args.guidance if args.guidance is not None else getattr(spec, "guidance_scale", None)
@@ -116,8 +115,6 @@ def _settings(args, spec):
 
 
 def _validate(args) -> None:
-    from shap_e.cli import CliError
-
     if args.output and not args.output.lower().endswith(".json"):
         raise CliError(f"--output must end in .json, got {args.output!r}")
     if args.task == "classifier" and args.references != "ground-truth" and not args.decoder:

@@ -9,6 +9,7 @@ import torch
 
 from shap_e import __version__
 from shap_e.cli.common import (
+    CliError,
     DTYPES,
     add_guidance_max_sigma_option,
     add_init_strength_option,
@@ -70,8 +71,6 @@ def add_sampling_options(parser, kind: str) -> None:
 
 
 def parse_formats(value: str) -> List[str]:
-    from shap_e.cli import CliError
-
     formats = [f.strip().lower() for f in value.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
@@ -80,8 +79,6 @@ def parse_formats(value: str) -> List[str]:
 
 
 def read_prompts(args) -> List[str]:
-    from shap_e.cli import CliError
-
     if args.prompts:
         path = Path(args.prompts)
         if not path.is_file():
@@ -95,13 +92,12 @@ def read_prompts(args) -> List[str]:
 
 
 def read_image(path: str):
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
-    from shap_e.cli import CliError
+    from shap_e.util.image_util import load_image
 
     try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
+        return load_image(path).convert("RGB")
     except FileNotFoundError as e:
         raise CliError(f"image {path!r} does not exist") from e
     except (UnidentifiedImageError, OSError) as e:
@@ -109,8 +105,6 @@ def read_image(path: str):
 
 
 def validate(args) -> None:
-    from shap_e.cli import CliError
-
     if args.batch < 1:
         raise CliError("--batch must be at least 1")
     if args.steps is not None and args.steps < 2:
@@ -162,7 +156,6 @@ def note_unseen_words(name: str, prompts: List[str]) -> None:
 
 
 def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
-    from shap_e.cli import CliError
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
     from shap_e.models.download import load_config, load_model, weights_cached
     from shap_e.models.registry import get_spec
@@ -189,10 +182,12 @@ def generate_one(models, name, label, model_kwargs, formats, device, args) -> No
     generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
     t0 = time.perf_counter()
     latents = sample_latents(
-        args.batch, models["prior"], models["diffusion"], model_kwargs, args.guidance, True,
-        False, True, settings.karras_steps, settings.sigma_min, settings.sigma_max, settings.s_churn,
-        device=device, progress=True, sampler=settings.sampler, generator=generators,
-        dtype=DTYPES.get(args.dtype), guidance_max_sigma=args.guidance_max_sigma,
+        batch_size=args.batch, model=models["prior"], diffusion=models["diffusion"],
+        model_kwargs=model_kwargs, guidance_scale=args.guidance, clip_denoised=True, use_fp16=False,
+        use_karras=True, karras_steps=settings.karras_steps, sigma_min=settings.sigma_min,
+        sigma_max=settings.sigma_max, s_churn=settings.s_churn, device=device, progress=True,
+        sampler=settings.sampler, generator=generators, dtype=DTYPES.get(args.dtype),
+        guidance_max_sigma=args.guidance_max_sigma,
         **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
     )
     sample_seconds = time.perf_counter() - t0
@@ -212,7 +207,8 @@ def generate_one(models, name, label, model_kwargs, formats, device, args) -> No
 
 def write_sample(xm, latent: torch.Tensor, folder: Path, formats, meta: Dict[str, Any], args) -> None:
     from shap_e.rendering.export import save_mesh, save_textured_glb
-    from shap_e.util.notebooks import decode_latent_mesh, latent_color_fn, save_gif, save_mp4, turntable
+    from shap_e.models.decode import decode_latent_mesh, latent_color_fn, turntable
+    from shap_e.util.animation import save_gif, save_mp4
 
     with atomic_directory(folder) as tmp:
         torch.save(latent.detach().cpu(), tmp / "latent.pt")

@@ -89,7 +89,7 @@ def evaluate_reconstruction(
     keeps its name, and whether the judges still name the category, which bounds the category accuracy
     a prior decoding through this transmitter can score."""
     from shap_e.encoding import round_trip
-    from shap_e.util.asset_loading import load_asset
+    from shap_e.encoding.assets import load_asset
 
     settings, judges = settings or EvalSettings(), (judges or Judges()).built()
     start, rows = time.perf_counter(), []
@@ -126,7 +126,7 @@ def _sample_meshes(
     """One latent per entry of `model_kwargs_list` (each a batch of one; entry i samples with seed
     `settings.seed + i`), decoded to a `TorchMesh`."""
     from shap_e.diffusion.sample import regression_start, sample_latents
-    from shap_e.util.notebooks import decode_latent_mesh
+    from shap_e.models.decode import decode_latent_mesh
 
     batch, meshes = settings.batch_size, []
     for first in _progress(range(0, len(model_kwargs_list), batch), progress, "sampling"):
@@ -135,9 +135,10 @@ def _sample_meshes(
         generators = [torch.Generator().manual_seed(settings.seed + first + k) for k in range(len(chunk))]
         init = regression_start(prior, len(chunk), kwargs, settings.init_strength)
         latents = sample_latents(
-            len(chunk), prior, diffusion, kwargs, settings.guidance_scale, True, False, True, settings.steps,
-            1e-3, 160.0, 0.0, device=device, sampler=settings.sampler, generator=generators,
-            guidance_max_sigma=settings.guidance_max_sigma, **init,
+            batch_size=len(chunk), model=prior, diffusion=diffusion, model_kwargs=kwargs,
+            guidance_scale=settings.guidance_scale, clip_denoised=True, use_fp16=False, use_karras=True,
+            karras_steps=settings.steps, sigma_min=1e-3, sigma_max=160.0, s_churn=0.0, device=device,
+            sampler=settings.sampler, generator=generators, guidance_max_sigma=settings.guidance_max_sigma, **init,
         )
         meshes += [decode_latent_mesh(xm, latent, grid_size=settings.grid_size,
                                       vertex_placement=settings.vertex_placement) for latent in latents]
@@ -195,7 +196,7 @@ def picture(asset: Any, size: int = 256, seed: int = 0):
     from PIL import Image
 
     from shap_e.train.condition_images import render_condition_images
-    from shap_e.util.asset_loading import AssetMesh
+    from shap_e.encoding.assets import AssetMesh
 
     mesh = asset_mesh(asset)
     n_faces = mesh.faces.shape[0]
