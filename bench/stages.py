@@ -12,6 +12,7 @@ import torch
 
 from bench.flops import text_model_flops
 from bench.measure import MATMUL_SIZE, matmul_gflops
+from bench.official_e2e import official_text_to_glb
 from bench.stage_types import Context, Prepared, Stage, StageUnavailable
 from bench.train_steps import SETUPS as TRAIN_STEP_SETUPS
 
@@ -381,6 +382,10 @@ STAGES: List[Stage] = [
     Stage("nerf_20x64", "NeRF render, 20 views 64²", render_views("nerf", 64), count_flops=True),
     Stage("stf_20x128", "STF render, 20 views 128²", render_views("stf", 128), count_flops=True),
     Stage("small_text_to_glb", "small bundled models, text -> GLB", small_models, True),
+    Stage("official_text_to_glb", "text300M --preset fast -> GLB, random full-size checkpoints, per phase",
+          official_text_to_glb("float32"), repeats=1, warmup=0),
+    Stage("official_text_to_glb_int8", "the same with --precision int8", official_text_to_glb("int8"), repeats=1,
+          warmup=0),
     Stage("train_step_transmitter", "one step of recipes/transmitter-small.yaml (16 assets)",
           TRAIN_STEP_SETUPS["transmitter"], repeats=20, warmup=3),
     Stage("train_step_text", "one step of recipes/text-small.yaml (batch 32)", TRAIN_STEP_SETUPS["text"], repeats=20, warmup=3),

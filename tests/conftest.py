@@ -39,6 +39,18 @@ def golden():
 
 
 @pytest.fixture(scope="session")
+def golden_text_prior(golden):
+    """`(model, a)`: golden file a's release-flag text prior (variant_A: width 64, 2 layers) with its
+    weights, in eval mode, and the file itself (inputs and outputs)."""
+    from shap_e.models.configs import model_from_config
+
+    a = golden("a")
+    model = model_from_config(a["config"]["variant_A"])
+    model.load_state_dict(a["state_dict"]["variant_A"])
+    return model.eval(), a
+
+
+@pytest.fixture(scope="session")
 def points_only_transmitter(golden):
     """`config(inner_batch_size=256)`: a fresh copy of the golden transmitter config reading points
     alone, like transmitter-small (no views to render)."""

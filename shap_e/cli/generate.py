@@ -1,9 +1,16 @@
-"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json."""
+"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json.
+
+Memory stays near the largest single model: the prompts or pictures are embedded first and CLIP is
+freed, the prior is freed after the last sample, and the decoder (only the decoding part of a
+transmitter) is loaded when the first latent is decoded.
+"""
+import gc
 import json
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -59,6 +66,12 @@ def add_sampling_options(parser, kind: str) -> None:
     parser.add_argument("--sampler", choices=SAMPLERS, help="ODE/SDE sampler (default: from --preset)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     parser.add_argument("--dtype", choices=sorted(DTYPES), help="model dtype (default: float32 on CPU)")
+    parser.add_argument("--precision", choices=("float32", "int8"), default="float32",
+                        help="int8: the prior's transformer layers in int8 on the CPU (faster, approximate; "
+                        "see docs/performance.md)")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="replay each prior evaluation from CUDA graphs (torch.compile reduce-overhead; "
+                        "CUDA only, the first steps compile)")
     parser.add_argument("--format", default="glb,ply", help=f"comma-separated mesh formats from {FORMATS}")
     parser.add_argument("--texture", action="store_true", help="also write a UV-textured GLB (needs xatlas)")
     parser.add_argument("--grid-size", type=int, default=128, help="marching-cubes grid (>= 8)")
@@ -129,14 +142,50 @@ def run_generate(args) -> None:
         note_unseen_words(name, [label for label, _ in jobs])
     with process_group():  # under torchrun: every rank loads the models, then draws its share of the jobs
         device = pick_device(args.device)
-        models = load_pipeline(name, device, args.cache_dir)
+        check_precision_option(args, device)
+        pipeline = load_pipeline(name, device, args.cache_dir, args.precision)
         if args.guidance is None:
-            args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
-        args.guidance_max_sigma = resolve_guidance_max_sigma(args.guidance_max_sigma, models["guidance_max_sigma"])
-        args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), models["init_strength"],
-                                                   models["prior"], name)
-        for label, model_kwargs in rank_share(jobs):
-            generate_one(models, name, label, model_kwargs, formats, device, args)
+            args.guidance = pipeline.guidance_scale or DEFAULT_GUIDANCE[args.kind]
+        args.guidance_max_sigma = resolve_guidance_max_sigma(args.guidance_max_sigma, pipeline.guidance_max_sigma)
+        args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), pipeline.init_strength,
+                                                   pipeline.prior, name)
+        conditions = [(label, condition(pipeline.prior, kwargs, args)) for label, kwargs in rank_share(jobs)]
+        release_encoders()
+        for i, (label, (model_kwargs, start)) in enumerate(conditions):
+            generate_one(pipeline, name, label, model_kwargs, start, formats, device, args,
+                         last=i == len(conditions) - 1)
+
+
+def release_encoders() -> None:
+    """Free CLIP once every prompt and picture is embedded: sampling needs only the prior."""
+    from shap_e.models.clip import release_default_clips
+
+    release_default_clips()
+    gc.collect()
+
+
+def check_precision_option(args, device: torch.device) -> None:
+    """`--precision int8` needs the CPU and computes around its int8 products in float32 (no --dtype)."""
+    from shap_e.models.quantize import check_precision
+
+    try:
+        check_precision(args.precision, device, "--precision")
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    if args.precision == "int8" and args.dtype not in (None, "float32"):
+        raise CliError(f"--precision int8 computes around its int8 products in float32; drop --dtype {args.dtype}")
+
+
+def condition(prior, model_kwargs: Dict[str, Any], args) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """A job's prompts or pictures as `sample_latents` inputs, embedded now so that the text or image
+    encoder can be freed before sampling: `({"embeddings": ...}, start)`, where `start` holds the
+    SDEdit start read off the pictures (`regression_start`; empty when sampling from noise)."""
+    from shap_e.diffusion.sample import regression_start
+
+    start = regression_start(prior, args.batch, model_kwargs, args.init_strength)
+    if hasattr(prior, "cached_model_kwargs"):
+        model_kwargs = prior.cached_model_kwargs(args.batch, model_kwargs)
+    return model_kwargs, start
 
 
 def note_unseen_words(name: str, prompts: List[str]) -> None:
@@ -154,7 +203,40 @@ def note_unseen_words(name: str, prompts: List[str]) -> None:
                 "object kinds and twelve colours, see model_cards/text-small.md")
 
 
-def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
+@dataclass
+class Pipeline:
+    """The models of one `shap-e text`/`image` run, each held only while a phase needs it: the prior
+    until the last sample is drawn, the decoder from the first decode on (loaded then)."""
+
+    prior: Optional[torch.nn.Module]
+    diffusion: Any
+    decoder_name: str
+    device: torch.device
+    cache_dir: Optional[str]
+    guidance_scale: Optional[float] = None
+    guidance_max_sigma: Optional[float] = None
+    init_strength: Optional[float] = None
+    _decoder: Optional[torch.nn.Module] = None
+
+    def decoder(self) -> torch.nn.Module:
+        """The decoder (`load_decoder`: a transmitter's decoder part only), loaded on first use."""
+        from shap_e.models.decode import load_decoder
+
+        if self._decoder is None:
+            t0 = time.perf_counter()
+            self._decoder = load_decoder(self.decoder_name, self.device, self.cache_dir)
+            say(f"loaded {self.decoder_name} (decoder) in {time.perf_counter() - t0:.1f} s")
+        return self._decoder
+
+    def release_prior(self) -> None:
+        """Free the prior's memory once no more samples are drawn."""
+        self.prior = None
+        gc.collect()
+
+
+def load_pipeline(name: str, device: torch.device, cache_dir, precision: Optional[str] = None) -> Pipeline:
+    """The prior `name` (loaded now, in `precision`), its diffusion, and which decoder to load later:
+    the first of the registry's decoders whose weights are cached, else the first (downloaded then)."""
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
     from shap_e.models.download import load_config, load_model, weights_cached
     from shap_e.models.registry import get_spec
@@ -162,43 +244,55 @@ def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
     spec = get_spec(name)
     if not spec.decoders:
         raise CliError(f"model {name!r} is not a prior (its registry entry names no decoders)")
-    # The first decoder whose weights are cached, else the last (downloaded on load).
-    decoder = next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
+    decoder = next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[0])
+    fetch_weights(decoder, cache_dir)
     t0 = time.perf_counter()
-    prior = load_model(name, device=device, cache_dir=cache_dir)
-    xm = load_model(decoder, device=device, cache_dir=cache_dir)
-    diffusion = diffusion_from_config(load_config(spec.diffusion))
-    say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
-    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder, "guidance_scale": spec.guidance_scale,
-            "guidance_max_sigma": spec.guidance_max_sigma, "init_strength": spec.init_strength}
+    prior = load_model(name, device=device, cache_dir=cache_dir, precision=precision)
+    say(f"loaded {name}{' (int8)' if precision == 'int8' else ''} in {time.perf_counter() - t0:.1f} s")
+    return Pipeline(prior, diffusion_from_config(load_config(spec.diffusion)), decoder, device, cache_dir,
+                    spec.guidance_scale, spec.guidance_max_sigma, spec.init_strength)
 
 
-def generate_one(models, name, label, model_kwargs, formats, device, args) -> None:
+def fetch_weights(name: str, cache_dir) -> None:
+    """Download `name`'s weights into the cache now unless they are there (or bundled): a missing
+    network then fails before sampling, not after it; the model itself is loaded when needed."""
+    from shap_e.models.download import fetch_file_cached, weights_cached
+    from shap_e.models.registry import get_spec
+
+    spec = get_spec(name)
+    if spec.url is not None and not weights_cached(name, cache_dir):
+        fetch_file_cached(spec.url, spec.sha256, cache_dir)
+
+
+def generate_one(pipeline: Pipeline, name, label, model_kwargs, start, formats, device, args, last: bool) -> None:
+    """Sample one job's latents, free the prior if it is the `last` job, then write each sample."""
     from shap_e.diffusion.presets import resolve_preset
-    from shap_e.diffusion.sample import regression_start, sample_latents
+    from shap_e.diffusion.sample import sample_latents
 
     settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
     generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
     t0 = time.perf_counter()
     latents = sample_latents(
-        args.batch, models["prior"], models["diffusion"], model_kwargs, args.guidance, True,
+        args.batch, pipeline.prior, pipeline.diffusion, model_kwargs, args.guidance, True,
         False, True, settings.karras_steps, settings.sigma_min, settings.sigma_max, settings.s_churn,
         device=device, progress=True, sampler=settings.sampler, generator=generators,
-        dtype=DTYPES.get(args.dtype), guidance_max_sigma=args.guidance_max_sigma,
-        **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
+        dtype=DTYPES.get(args.dtype), guidance_max_sigma=args.guidance_max_sigma, cuda_graph=args.cuda_graph,
+        **start,
     )
     sample_seconds = time.perf_counter() - t0
+    if last:
+        pipeline.release_prior()
     for i, latent in enumerate(latents):
         meta = {
-            "prompt" if args.kind == "text" else "image": label, "model": name, "decoder": models["decoder"],
+            "prompt" if args.kind == "text" else "image": label, "model": name, "decoder": pipeline.decoder_name,
             "seed": args.seed + i, "preset": settings.name, "sampler": settings.sampler,
             "steps": settings.karras_steps, "guidance": args.guidance, "guidance_max_sigma": args.guidance_max_sigma,
-            "init_strength": args.init_strength,
+            "init_strength": args.init_strength, "precision": args.precision or "float32",
             "grid_size": args.grid_size, "package_version": __version__,
             "seconds": {"sampling_batch": round(sample_seconds, 3)},
         }
         folder = Path(args.output) / f"{slug(label)}_seed{args.seed + i}"
-        write_sample(models["xm"], latent, folder, formats, meta, args)
+        write_sample(pipeline.decoder(), latent, folder, formats, meta, args)
         say(f"wrote {folder}")
 
 

@@ -5,6 +5,7 @@ from typing import Any, Callable, Dict, Optional
 
 import torch
 
+from shap_e.diffusion.cuda_graph import captured_model
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, karras_sigmas
 from shap_e.diffusion.noise import GeneratorArg, check_generator, randn
@@ -39,6 +40,7 @@ def sample_latents(
     dtype: Optional[torch.dtype] = None,
     legacy_guidance: bool = False,
     guidance_max_sigma: Optional[float] = None,
+    cuda_graph: bool = False,
 ) -> torch.Tensor:
     """Sample `[batch_size, model.d_latent]` float32 latents.
 
@@ -63,6 +65,8 @@ def sample_latents(
     * `guidance_max_sigma`: Karras path only; guide only the steps at σ ≤ this value, and use the
       conditional prediction alone above it (None: guide every step). `text-small`'s registry
       entry recommends 5 (`ModelSpec.guidance_max_sigma`; docs/findings/text-small.md).
+    * `cuda_graph`: on CUDA, replay the model call from CUDA graphs (`torch.compile`,
+      `mode="reduce-overhead"`; `shap_e.diffusion.cuda_graph`); elsewhere it runs eagerly, with a warning.
     """
     settings = resolve_preset(preset, sampler=sampler, use_karras=use_karras,
                               karras_steps=karras_steps, sigma_min=sigma_min, sigma_max=sigma_max,
@@ -87,6 +91,8 @@ def sample_latents(
             # Conditional rows first, then the unconditional (all-zero) rows.
             model_kwargs = {k: torch.cat([v, torch.zeros_like(v)]) for k, v in model_kwargs.items()}
         model_fn = _autocast(model, device, compute_dtype)
+        if cuda_graph:
+            model_fn = captured_model(model_fn, device)
         shape = (batch_size, model.d_latent)
         if not use_karras:
             return _ddpm(model_fn, diffusion, shape, model_kwargs, guidance_scale if guided else None,

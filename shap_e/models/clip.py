@@ -31,6 +31,7 @@ __all__ = [
     "clean_text",
     "preprocess_images",
     "default_clip",
+    "release_default_clips",
 ]
 
 DEFAULT_CLIP = "openai/clip-vit-large-patch14"
@@ -312,6 +313,11 @@ class FrozenCLIP:
             self._vision = self._load(CLIPVisionModelWithProjection, "vision_config")
         return self._vision
 
+    def release(self) -> None:
+        """Drop the loaded towers, freeing their memory; each loads again on its next use."""
+        self._text = None
+        self._vision = None
+
     @torch.no_grad()
     def embed_text(self, texts: Sequence[str]) -> torch.Tensor:
         """`[batch, projection_dim]` (768 for ViT-L/14) L2-normalised float32 text embeddings."""
@@ -350,3 +356,10 @@ def default_clip(device: Union[str, torch.device, None] = None) -> FrozenCLIP:
     if key not in _DEFAULT_CLIPS:
         _DEFAULT_CLIPS[key] = FrozenCLIP.from_pretrained(device=device)
     return _DEFAULT_CLIPS[key]
+
+
+def release_default_clips() -> None:
+    """Free the towers of every shared `default_clip` (each loads again when next used): what a
+    pipeline calls once its prompts or pictures are embedded and only the prior is needed."""
+    for clip in _DEFAULT_CLIPS.values():
+        clip.release()

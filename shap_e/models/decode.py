@@ -13,7 +13,32 @@ from shap_e.rendering.cameras import ProjectiveCamera, turntable_cameras
 from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.util.precision import resolve_query_dtype
 
-__all__ = ["decode_latent_images", "decode_latent_mesh", "latent_color_fn", "turntable"]
+__all__ = ["decode_latent_images", "decode_latent_mesh", "latent_color_fn", "load_decoder", "turntable"]
+
+
+def load_decoder(
+    name: str, device: Union[str, torch.device, None] = None, cache_dir=None, progress: bool = True
+) -> torch.nn.Module:
+    """The registered model `name`, loaded to decode latents only, in eval mode.
+
+    A `ChannelsDecoder` (`decoder`) loads as it is. For a `Transmitter` (`transmitter`, or one
+    registered), a `ChannelsDecoder` is built from its decoder part and takes that part of its
+    checkpoint (`shap_e.models.weights_io.decoder_state`): the same latents give the same fields,
+    and the encoder's weights (half of the release transmitter) are never read into memory.
+    """
+    from shap_e.models.configs import model_from_config
+    from shap_e.models.download import load_checkpoint, load_config, load_model, load_state_dict_strict
+    from shap_e.models.weights_io import decoder_config, decoder_state
+    from shap_e.util.config import skip_weight_init
+
+    config = load_config(name)
+    if config.get("name") != "Transmitter":
+        return load_model(name, device=device, cache_dir=cache_dir, progress=progress)
+    state = decoder_state(load_checkpoint(name, device, cache_dir, progress))
+    with skip_weight_init():  # every persistent tensor is assigned from the checkpoint below
+        xm = model_from_config(decoder_config(config), device=device)
+    load_state_dict_strict(xm, state, f"the decoder part of {name!r}", assign=True)
+    return xm.eval()
 
 
 @torch.no_grad()

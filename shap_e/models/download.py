@@ -21,6 +21,7 @@ from filelock import FileLock
 from tqdm.auto import tqdm
 
 from shap_e.models.registry import ModelSpec, config_path, get_spec
+from shap_e.models.weights_io import assign_state, read_torch_file
 
 __all__ = [
     "ChecksumError",
@@ -216,7 +217,7 @@ def load_state_dict_file(path: PathLike, device: Union[str, torch.device] = "cpu
 
             state = load_file(str(path), device=str(device))
         else:
-            state = torch.load(path, map_location=device, weights_only=True)
+            state = read_torch_file(path, device)
     except Exception as e:  # the readers raise assorted types for truncated or foreign files
         raise ValueError(
             f"checkpoint {path} could not be read ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
@@ -270,8 +271,15 @@ def _first(keys, n: int = 5) -> str:
     return ", ".join(keys[:n]) + more
 
 
-def load_state_dict_strict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:
-    """`model.load_state_dict(state, strict=True)` with an error listing the first bad keys."""
+def load_state_dict_strict(
+    model: nn.Module, state: Mapping[str, torch.Tensor], source: str, *, assign: bool = False
+) -> None:
+    """`model.load_state_dict(state, strict=True)` with an error listing the first bad keys.
+
+    :param assign: make `state`'s tensors the model's own (cast to each entry's dtype and device)
+        instead of copying them into the built ones: one copy of the weights in memory, not two
+        (`shap_e.models.weights_io.assign_state`).
+    """
     own = model.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -290,7 +298,10 @@ def load_state_dict_strict(model: nn.Module, state: Mapping[str, torch.Tensor], 
             f"weights from {source} do not fit {type(model).__name__}: " + "; ".join(problems)
             + ". Check that the config matches the checkpoint."
         )
-    model.load_state_dict(state, strict=True)
+    if assign:
+        assign_state(model, state)
+    else:
+        model.load_state_dict(state, strict=True)
 
 
 def load_model(
@@ -301,8 +312,12 @@ def load_model(
     *,
     weights_path: Optional[PathLike] = None,
     config: Optional[Union[Mapping[str, Any], PathLike]] = None,
+    precision: Optional[str] = None,
 ) -> nn.Module:
     """Build a registered model from its config and load its weights strictly; returns it in eval mode.
+
+    The checkpoint is memory-mapped and its tensors become the model's own, so the weights are in
+    memory once (`shap_e.models.weights_io`).
 
     :param name: a registry name with weights (`transmitter`, `decoder`, `text300M`, `image300M`, or
         one added with `register_model`).
@@ -310,11 +325,15 @@ def load_model(
     :param cache_dir: download cache (default `$SHAP_E_CACHE`, else `~/.cache/shap_e`).
     :param weights_path: a local `.pt`/`.safetensors` state_dict to use instead of downloading.
     :param config: a config dict or YAML path to use instead of the registered one.
+    :param precision: `None`/`"float32"`, or `"int8"` (CPU only; a prior's transformer linears in int8,
+        approximate: `shap_e.models.quantize`).
     """
     from shap_e.models.configs import model_from_config
+    from shap_e.models.quantize import apply_precision, check_precision
     from shap_e.util.config import skip_weight_init
 
     dev = _device(device)
+    check_precision(precision, dev)
     spec: ModelSpec = get_spec(name)
     if not spec.has_weights and weights_path is None:
         raise ValueError(
@@ -328,5 +347,5 @@ def load_model(
         state, source = load_checkpoint(name, dev, cache_dir, progress), spec.url or spec.weights_file
     with skip_weight_init():  # every persistent tensor is overwritten by the strict load below
         model = model_from_config(cfg, device=dev)
-    load_state_dict_strict(model, state, source)
-    return model.eval()
+    load_state_dict_strict(model, state, source, assign=True)
+    return apply_precision(model.eval(), precision)

@@ -286,3 +286,49 @@ def test_image_sampling_starts_from_the_latent_head_at_the_recommended_strength(
     assert "needs a prior with a latent head; 'tiny-image-nohead' has none" in capsys.readouterr().err
     assert main(common + ["--model", "tiny-image", "--init-strength", "0", "-o", str(tiny_models / "y")]) == 2
     assert "--init-strength must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_int8_precision_samples_close_to_float32_and_records_it_in_meta(tiny_models, capsys):
+    base = ["text", "a red cube", "--model", "tiny-text", "--steps", "8", "--format", "ply", "--grid-size", "16",
+            "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
+    assert main(base + ["-o", str(tiny_models / "fp32")]) == 0
+    assert main(base + ["-o", str(tiny_models / "int8"), "--precision", "int8"]) == 0
+    assert "loaded tiny-text (int8)" in capsys.readouterr().err
+    meta = json.loads((tiny_models / "int8" / "a_red_cube_seed0" / "meta.json").read_text())
+    assert meta["precision"] == "int8"
+    a, b = (torch.load(tiny_models / d / "a_red_cube_seed0" / "latent.pt", weights_only=True) for d in ("int8", "fp32"))
+    assert 0 < float((a - b).norm() / b.norm()) < 0.2
+
+
+def test_int8_precision_refuses_a_half_dtype(capsys):
+    assert main(["text", "a cube", "--precision", "int8", "--dtype", "bfloat16", "--device", "cpu"]) == 2
+    assert "--precision int8 computes around its int8 products in float32; drop --dtype bfloat16" in capsys.readouterr().err
+
+
+def test_text_frees_clip_before_sampling_and_decodes_with_the_transmitters_decoder_part(tiny_models, monkeypatch):
+    import shap_e.diffusion.sample as sample_module
+    import shap_e.models.decode as decode_module
+    from shap_e.models import clip as clip_module
+    from shap_e.models.transmitter.base import ChannelsDecoder
+
+    seen = {}
+    sample_latents, load_decoder = sample_module.sample_latents, decode_module.load_decoder
+
+    def sample_spy(*args, **kwargs):
+        seen["clip_towers"] = [c._text for c in clip_module._DEFAULT_CLIPS.values()]
+        return sample_latents(*args, **kwargs)
+
+    def decoder_spy(*args, **kwargs):
+        seen["decoder"] = load_decoder(*args, **kwargs)
+        return seen["decoder"]
+
+    monkeypatch.setattr(sample_module, "sample_latents", sample_spy)
+    monkeypatch.setattr(decode_module, "load_decoder", decoder_spy)
+    monkeypatch.setattr(clip_module, "_DEFAULT_CLIPS", {})
+    argv = ["text", "a red cube", "--model", "tiny-text", "--steps", "4", "--format", "ply", "--grid-size", "16",
+            "--device", "cpu", "--cache-dir", str(tiny_models / "cache"), "-o", str(tiny_models / "out")]
+    assert main(argv) == 0
+    assert seen["clip_towers"] == [None]  # CLIP embedded the prompt, then was freed before sampling
+    assert isinstance(seen["decoder"], ChannelsDecoder)  # tiny-xm is a Transmitter: only its decoder part loads
+    meta = json.loads((tiny_models / "out" / "a_red_cube_seed0" / "meta.json").read_text())
+    assert meta["decoder"] == "tiny-xm"
