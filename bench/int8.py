@@ -142,8 +142,8 @@ def sample_rows(table, diffusion, embedding, samplers: List[str], guidance: floa
         for name, variant in table.items():
             start = time.process_time()
             latents[name] = sample_latents(
-                len(embedding), variant["model"], diffusion, {"embeddings": embedding}, guidance,
-                preset=SAMPLERS[sampler], generator=torch.Generator().manual_seed(SEED), dtype=variant["dtype"],
+                batch_size=len(embedding), model=variant["model"], diffusion=diffusion,
+                model_kwargs={"embeddings": embedding}, guidance_scale=guidance, preset=SAMPLERS[sampler], generator=torch.Generator().manual_seed(SEED), dtype=variant["dtype"],
                 guidance_max_sigma=guidance_max_sigma)
             rows.append({"sampler": sampler, "variant": name, "cpu_s": time.process_time() - start})
             print(f"[int8] {sampler} {name}: {rows[-1]['cpu_s']:.1f} CPU s", flush=True)

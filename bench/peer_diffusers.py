@@ -176,7 +176,8 @@ def sample_part(ours, theirs, embedding: torch.Tensor) -> Dict[str, Any]:
     from shap_e.diffusion.sample import sample_latents
 
     runs = {
-        "ours fp32": lambda: sample_latents(1, ours, diffusion, {"embeddings": embedding}, GUIDANCE,
+        "ours fp32": lambda: sample_latents(batch_size=1, model=ours, diffusion=diffusion,
+                                            model_kwargs={"embeddings": embedding}, guidance_scale=GUIDANCE,
                                             generator=torch.Generator().manual_seed(SEED)),
         "diffusers fp32": lambda: pipe("a red chair", num_inference_steps=STEPS, guidance_scale=GUIDANCE,
                                        output_type="latent", generator=torch.Generator().manual_seed(SEED)).images,

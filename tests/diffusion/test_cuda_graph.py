@@ -22,8 +22,8 @@ def test_cuda_graph_sampling_on_the_cpu_equals_the_eager_sample(d, model):
     kwargs = {"embeddings": d["inputs"]["text_embeddings"]}
 
     def sample(**options):
-        return sample_latents(2, model, diffusion, kwargs, 3.0, karras_steps=8,
-                              generator=torch.Generator().manual_seed(0), **options)
+        return sample_latents(batch_size=2, model=model, diffusion=diffusion, model_kwargs=kwargs,
+                              guidance_scale=3.0, karras_steps=8, generator=torch.Generator().manual_seed(0), **options)
 
     with pytest.warns(RuntimeWarning, match="cuda_graph=True needs a CUDA device") as caught:
         graphed = sample(cuda_graph=True)

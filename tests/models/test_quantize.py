@@ -74,7 +74,8 @@ def test_int8_heun64_latent_stays_within_the_stated_distance(golden):
     kwargs = {"embeddings": d["inputs"]["text_embeddings"]}
 
     def sample(m):
-        return sample_latents(2, m, diffusion, kwargs, 3.0, generator=torch.Generator().manual_seed(0))
+        return sample_latents(batch_size=2, model=m, diffusion=diffusion, model_kwargs=kwargs, guidance_scale=3.0,
+                              generator=torch.Generator().manual_seed(0))
 
     reference, out = sample(model), sample(quantize_int8(copy.deepcopy(model)))
     assert 1e-4 < relative_error(out, reference) < HEUN64_REL_RMS
