@@ -257,12 +257,15 @@ def load_pipeline(name: str, device: torch.device, cache_dir, precision: Optiona
 def fetch_weights(name: str, cache_dir) -> None:
     """Download `name`'s weights into the cache now unless they are there (or bundled): a missing
     network then fails before sampling, not after it; the model itself is loaded when needed."""
-    from shap_e.models.download import fetch_file_cached, weights_cached
+    from shap_e.models.download import ChecksumError, DownloadError, fetch_file_cached, weights_cached
     from shap_e.models.registry import get_spec
 
     spec = get_spec(name)
     if spec.url is not None and not weights_cached(name, cache_dir):
-        fetch_file_cached(spec.url, spec.sha256, cache_dir)
+        try:
+            fetch_file_cached(spec.url, spec.sha256, cache_dir)
+        except (DownloadError, ChecksumError) as error:
+            raise CliError(f"the decoder {name!r} is needed and not cached: {error}") from None
 
 
 def generate_one(pipeline: Pipeline, name, label, model_kwargs, start, formats, device, args, last: bool) -> None:

@@ -332,3 +332,18 @@ def test_text_frees_clip_before_sampling_and_decodes_with_the_transmitters_decod
     assert isinstance(seen["decoder"], ChannelsDecoder)  # tiny-xm is a Transmitter: only its decoder part loads
     meta = json.loads((tiny_models / "out" / "a_red_cube_seed0" / "meta.json").read_text())
     assert meta["decoder"] == "tiny-xm"
+
+
+def test_a_decoder_that_cannot_be_fetched_fails_before_sampling(tiny_models, monkeypatch, capsys):
+    import dataclasses
+
+    import shap_e.diffusion.sample as sample_module
+
+    spec = registry.MODELS["tiny-xm"]
+    monkeypatch.setitem(registry.MODELS, "tiny-xm", dataclasses.replace(spec, url=(tiny_models / "gone.pt").as_uri()))
+    monkeypatch.setattr(sample_module, "sample_latents", lambda **kwargs: pytest.fail("sampled before the decoder"))
+    argv = ["text", "a red cube", "--model", "tiny-text", "--device", "cpu", "--cache-dir", str(tiny_models / "empty"),
+            "-o", str(tiny_models / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the decoder 'tiny-xm' is needed and not cached: could not download" in err and "Traceback" not in err
