@@ -112,7 +112,20 @@ def quantize_int8(model: nn.Module) -> nn.Module:
                          "Transformer) whose linears int8 could replace")
     for parent, name, linear in targets:
         setattr(parent, name, Int8Linear(linear))
+    _own_memory(model)
     return model
+
+
+def _own_memory(model: nn.Module) -> None:
+    """Give every remaining parameter and buffer memory of its own.
+
+    A memory-mapped checkpoint (`shap_e.models.weights_io`) stays mapped, and the pages read from it
+    stay resident, while any tensor of it lives: copying the few float32 tensors left after the swap
+    lets the float32 weights that int8 replaced leave memory.
+    """
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.clone()
 
 
 def apply_precision(model: nn.Module, precision: Optional[str]) -> nn.Module:

@@ -15,16 +15,6 @@ PRIOR = {  # about 13 M parameters (52 MB): large enough that a second copy show
 }
 
 
-def status_mb(key: str) -> float:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key + ":"))
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
 def test_read_torch_file_reads_the_new_and_the_legacy_format(tmp_path):
     state = {"a": torch.randn(3, 4), "b": torch.arange(5)}
     torch.save(state, tmp_path / "new.pt")
@@ -44,8 +34,7 @@ def test_assign_state_takes_the_tensors_without_a_copy_and_casts_other_dtypes():
     assert model[0].weight.requires_grad and isinstance(model[0].weight, nn.Parameter)
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/clear_refs"), reason="needs Linux's peak-RSS reset")
-def test_load_model_holds_the_weights_once_through_load_and_forward(tmp_path):
+def test_load_model_holds_the_weights_once_through_load_and_forward(tmp_path, peak_rss):
     from shap_e.models.download import load_model
 
     torch.manual_seed(0)
@@ -55,12 +44,11 @@ def test_load_model_holds_the_weights_once_through_load_and_forward(tmp_path):
     del state
     gc.collect()
     x, t = torch.randn(1, 64 * 64), torch.tensor([10])
-    before = status_mb("VmRSS")
-    reset_peak()
+    peak_rss.start()
     model = load_model("text300M", weights_path=tmp_path / "prior.pt", config=PRIOR)
     with torch.no_grad():
         model(x, t)
-    grown = status_mb("VmHWM") - before
+    grown = peak_rss.grown_mb()
     # One copy of the weights plus the forward's activations (~12 MB); loading into fresh
     # parameters and then copying would need two copies (> 2 x 52 MB).
     assert size_mb * 0.9 < grown < size_mb * 1.45, (grown, size_mb)
