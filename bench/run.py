@@ -39,6 +39,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--fast-steps", type=int, default=FAST_STEPS, help="steps of the DPM-Solver++(2M) preset")
     p.add_argument("--samples", type=int, default=1,
                    help="latents drawn at once by the sampler stages (rows per evaluation: 2 per sample)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="the sampler stages replay the model from CUDA graphs (sample_latents(cuda_graph=True))")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="toy-sized models: tests the harness, numbers mean nothing")
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per stage before it is killed")
@@ -111,6 +113,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             request = {
                 "stage": stage.name, "threads": threads, "device": args.device, "tiny": args.tiny,
                 "seed": args.seed, "fast_steps": args.fast_steps, "samples": args.samples,
+                "cuda_graph": args.cuda_graph,
                 "repeats": args.repeats or (1 if args.quick else stage.repeats),
                 "warmup": args.warmup if args.warmup is not None else (0 if args.quick else stage.warmup),
             }

@@ -68,3 +68,13 @@ def test_report_lists_the_phases_of_an_end_to_end_row_and_the_peer_section():
 def test_peer_option_alone_runs_only_the_matmul_peak_stage():
     args = bench_run.parse_args(["--peer", "diffusers"])
     assert [s.name for s in args.stage_list] == ["matmul_peak"] and args.peer == "diffusers"
+
+
+def test_sampler_stage_with_cuda_graphs_falls_back_on_the_cpu_and_counts_its_evaluations():
+    from bench.stages import sample
+
+    prepared = sample("dpmpp_2m", True)(Context(device=torch.device("cpu"), tiny=True, fast_steps=4, cuda_graph=True))
+    with pytest.warns(RuntimeWarning, match="cuda_graph=True needs a CUDA device"):
+        out = prepared.run()
+    assert prepared.info["cuda_graph"] is True
+    assert prepared.after(out)["model_evals"] == 4 and torch.isfinite(out).all()
