@@ -195,8 +195,9 @@ def sample_part(ours, theirs, embedding: torch.Tensor) -> Dict[str, Any]:
 def mesh_part(decoder, renderer, latent: torch.Tensor, repeats: int, warmup: int) -> Dict[str, Any]:
     from shap_e.models.decode import decode_latent_mesh
 
+    tokens = latent.view(1, decoder.latent_ctx, -1)  # the pipeline hands its renderer [1, tokens, channels]
     calls = {"ours": lambda: decode_latent_mesh(decoder, latent),
-             "diffusers": lambda: renderer.decode_to_mesh(latent[None], latent.device)}
+             "diffusers": lambda: renderer.decode_to_mesh(tokens, latent.device)}
     peaks = {}
 
     def with_peak(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -225,7 +226,7 @@ def versions() -> Dict[str, str]:
     return {"diffusers": diffusers.__version__, "transformers": transformers.__version__, "torch": torch.__version__}
 
 
-def run(parts: List[str], repeats: int, warmup: int) -> Dict[str, Any]:
+def run(parts: List[str], repeats: int, warmup: int, out: Path) -> Dict[str, Any]:
     from bench.decode import load_latent
     from bench.stage_types import Context
     from bench.stages import _text_setup
@@ -237,15 +238,24 @@ def run(parts: List[str], repeats: int, warmup: int) -> Dict[str, Any]:
         theirs = build_prior(ours)
         if "step" in parts:
             doc["step"] = step_part(ours, theirs, inputs, repeats, warmup)
-            print(markdown(doc), flush=True)
+            save(doc, out)
         if "sample" in parts:
             doc["sample"] = sample_part(ours, theirs, inputs["embeddings"][:1])
+            save(doc, out)
         del ours, theirs
     if "mesh" in parts:
         decoder, latent = load_latent("structured", 128, SEED, torch.device("cpu"))
         doc["mesh"] = mesh_part(decoder, build_renderer(decoder), latent, repeats, warmup)
-    doc["loadavg_end"] = list(os.getloadavg())
+    save(doc, out)
     return doc
+
+
+def save(doc: Dict[str, Any], out: Path) -> None:
+    """Write the results so far (each part is saved as it ends) and print their table."""
+    doc["loadavg_end"] = list(os.getloadavg())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, json.dumps(doc, indent=1))
+    print(markdown(doc), flush=True)
 
 
 def markdown(doc: Dict[str, Any]) -> str:
@@ -290,11 +300,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     except ImportError:
         raise SystemExit("the peer benchmark needs diffusers: pip install 'shap-e[peer]' (or pip install diffusers)")
     torch.set_num_threads(args.threads)
-    doc = run(args.parts, args.repeats, args.warmup)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(args.out, json.dumps(doc, indent=1))
-    print(markdown(doc))
-    return doc
+    return run(args.parts, args.repeats, args.warmup, args.out)
 
 
 if __name__ == "__main__":
