@@ -23,6 +23,7 @@ __all__ = [
     "integrate_samples",
     "importance_samples",
     "render_rays",
+    "z_depth",
 ]
 
 COARSE_HEADS = ("density_coarse", "color_coarse")
@@ -244,3 +245,14 @@ def render_rays(
         raw_signed_distance=fine_out.sdf.view(batch, n_rays, -1),
         raw_density=fine_out.density_fine.view(batch, n_rays, -1),
     )
+
+
+def z_depth(distances: torch.Tensor, rays: torch.Tensor, z: torch.Tensor, pixels_per_view: int) -> torch.Tensor:
+    """Camera z-depth `[batch, n_rays, 1]` of the points at `distances [batch, n_rays, 1]` along
+    `rays [batch, n_rays, 2, 3]`, where ray `i` of batch element `b` belongs to view
+    `b * views + i // pixels_per_view` whose forward axis is `z [batch * views, 3]`."""
+    batch = rays.shape[0]
+    z = z.to(rays.device)
+    z = z / z.norm(dim=-1, keepdim=True)
+    z = z.view(batch, -1, 1, 3).expand(-1, -1, pixels_per_view, -1).reshape(batch, -1, 3)
+    return distances * (rays[..., 1, :] * z).sum(dim=-1, keepdim=True)
