@@ -1,4 +1,4 @@
-"""STF decoding: SDF grid -> marching-cubes mesh -> vertex colours -> shaded views (SPEC §5.6).
+"""STF decoding: SDF grid -> marching-cubes mesh -> vertex colours -> shaded views (docs/behaviour.md#stf-meshes).
 
 Pure functions; the field is any `FieldFn` (`shap_e.rendering.fields`), batched like the params.
 """
@@ -206,7 +206,7 @@ def extract_meshes(
     channels: Sequence[str] = RGB,
     srgb: bool = True,
 ) -> Tuple[SDFGrid, List[TorchMesh], torch.Tensor]:
-    """SDF grid -> marching cubes -> coloured meshes (SPEC §5.6 steps 1-6), `chunk` points per query.
+    """SDF grid -> marching cubes -> coloured meshes (docs/behaviour.md#stf-meshes), `chunk` points per query.
 
     mesh_mode: "exact" samples the whole grid; "fast" only a band around the surface (same mesh;
     the whole grid after all where a batch element has no surface, whose placeholder mesh sits
@@ -284,7 +284,8 @@ def _camera_slice(cameras: ProjectiveCamera, start: int, stop: int) -> Projectiv
 def _render_pytorch3d(
     verts, faces, rgb, cameras: ProjectiveCamera, ambient: Shade = 0.3, diffuse: Shade = 0.7
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The reference's GPU path (SPEC §5.6 step 7): PyTorch3D soft Phong shading, hard in practice.
+    """The reference's GPU path (docs/behaviour.md#vertex-colours-and-shading): PyTorch3D soft Phong
+    shading, hard in practice.
 
     Returns linear `rgb [N, H, W, 3]` and `alpha [N, H, W]`.
     """

@@ -1,4 +1,5 @@
-"""Official entry point `shap_e.util.notebooks`: latents -> images, meshes, GIFs (SPEC §6.1-6.3).
+"""Official entry point `shap_e.util.notebooks`: latents -> images, meshes, GIFs
+(docs/behaviour.md#notebook-helpers).
 
 A facade: decoding lives in `shap_e.models.decode`, cameras in `shap_e.rendering.cameras` (the
 official `DifferentiableCameraBatch` in `shap_e.models.nn.camera`), GIF/MP4 writing in
@@ -30,8 +31,8 @@ __all__ = [
 
 
 def create_pan_cameras(size: int, device: Union[str, torch.device, None] = None) -> DifferentiableCameraBatch:
-    """The 20 turntable cameras of the notebooks (SPEC §5.4): radius 4, elevation atan(1/2), fov 0.7,
-    `size` x `size` pixels, batch shape `(1, 20)`; the first and last views coincide.
+    """The 20 turntable cameras of the notebooks (docs/behaviour.md#cameras): radius 4, elevation
+    atan(1/2), fov 0.7, `size` x `size` pixels, batch shape `(1, 20)`; first and last views coincide.
 
     Returns the official `DifferentiableCameraBatch`; `decode_latent_images` and
     `render_views(AttrDict(cameras=...))` take it (`shap_e.rendering.cameras.create_pan_cameras`

@@ -1,5 +1,5 @@
 """`SplitVectorDiffusion`: a latent diffusion transformer that reads and writes flat latent vectors,
-with its text or image conditioning (SPEC §2.1, §2.7, §2.8).
+with its text or image conditioning (docs/behaviour.md#diffusion-transformers).
 """
 from typing import Any, Dict, List, Optional
 
@@ -9,7 +9,7 @@ import torch.nn as nn
 from shap_e.models.generation.transformer import CONDITIONERS, PointDiffusionTransformer
 
 class SplitVectorDiffusion(nn.Module):
-    """Wraps a trunk so that it reads and writes flat latent vectors (SPEC §2.1).
+    """Wraps a trunk so that it reads and writes flat latent vectors (docs/behaviour.md#latent-vectors).
 
     `forward(x [batch, d_latent], t [batch], embeddings=...) -> [batch, 2 * d_latent]` =
     `[x0 prediction | variance values]`, each token-major.

@@ -1,4 +1,4 @@
-"""The latent diffusion transformers and their pre-LayerNorm blocks (SPEC §2.2, §2.4-2.7).
+"""The latent diffusion transformers and their pre-LayerNorm blocks (docs/behaviour.md#diffusion-transformers).
 
 Blocks: the attention projections use the reference's per-head interleaved layout: the `3 * width`
 features of `c_qkv` are viewed as `[heads, 3 * head_dim]`, so that for head `j` the query, key and
@@ -178,7 +178,7 @@ class PointDiffusionTransformer(nn.Module):
         return cond * keep.view(-1, *([1] * (cond.dim() - 1))).to(cond.dtype)
 
     def forward_with_cond(self, x: torch.Tensor, conds: List[Tuple[torch.Tensor, bool]]) -> torch.Tensor:
-        """Run the trunk (SPEC §2.4).
+        """Run the trunk (docs/behaviour.md#sequence-assembly).
 
         :param x: `[batch, channels, n_ctx]` latent tokens (channel-major).
         :param conds: `(embedding, as_token)` pairs; `[batch, width]` or `[batch, k, width]`.
@@ -200,7 +200,7 @@ class PointDiffusionTransformer(nn.Module):
 
 
 class TextConditionedTransformer(PointDiffusionTransformer):
-    """text300M's trunk: one CLIP text/image embedding `[batch, 768]` (SPEC §2.5)."""
+    """text300M's trunk: one CLIP text/image embedding `[batch, 768]` (docs/behaviour.md#text-conditioning)."""
 
     conditioning = "text"
 
@@ -225,7 +225,8 @@ class TextConditionedTransformer(PointDiffusionTransformer):
 
 
 class ImageGridConditionedTransformer(PointDiffusionTransformer):
-    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens (SPEC §2.6).
+    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens
+    (docs/behaviour.md#image-grid-conditioning).
 
     Any grid of feature tokens fits (`grid_channels` x `grid_tokens`): the small image encoder's
     patches, or a caption's MiniLM token states (`conditioner: minilm_tokens`).

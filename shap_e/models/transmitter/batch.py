@@ -9,7 +9,7 @@ from shap_e.rendering.cameras import ProjectiveCamera
 
 @dataclass
 class MultimodalBatch:
-    """What the encoder reads (SPEC §4.1), as tensors.
+    """What the encoder reads (docs/behaviour.md#encoder-batch), as tensors.
 
     points: `[batch, 6, n_points]` rows x, y, z (in [-1, 1]^3), r, g, b (in [0, 1]), in
         farthest-point order (the encoder takes the first `data_ctx` points as centres).

@@ -1,4 +1,4 @@
-"""The latent bottleneck: tanh, plus diffusion noise during training (SPEC §4.8)."""
+"""The latent bottleneck: tanh, plus diffusion noise during training (docs/behaviour.md#bottleneck)."""
 from typing import Any, Dict, Optional
 
 import numpy as np

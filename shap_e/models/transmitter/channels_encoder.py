@@ -1,4 +1,4 @@
-"""The transmitter's encoder: point cloud + multiview renders -> latent (SPEC §4).
+"""The transmitter's encoder: point cloud + multiview renders -> latent (docs/behaviour.md#transmitter-encoder).
 
 A perceiver: `latent_ctx` learned query tokens, prefixed by `data_ctx` point-neighbourhood
 tokens, read the whole point cloud (cross-attention 0) and the patches of every view
@@ -144,7 +144,7 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
     def multiview_pixels(
         self, views: torch.Tensor, depths: torch.Tensor, alphas: torch.Tensor, rays: torch.Tensor, cam_z: torch.Tensor
     ) -> torch.Tensor:
-        """Per-pixel features `[n, 279, size, size]` of `n` images (SPEC §4.6 steps 1-6).
+        """Per-pixel features `[n, 279, size, size]` of `n` images (docs/behaviour.md#multiview-features).
 
         views `[n, 3, S, S]`, depths and alphas `[n, 1, S, S]`, rays `[n, S, S, 2, 3]`, cam_z `[n, 3]`.
         """
@@ -191,8 +191,8 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
     def encode_to_channels(self, batch: MultimodalBatch, generator: Optional[torch.Generator] = None) -> torch.Tensor:
         """Pre-bottleneck latent `[batch, latent_ctx, d_latent]`.
 
-        Random draws (reference order, SPEC §4.10): the point-conv shuffles, one `randperm` of the
-        points per batch element, one `randperm` of the views per batch element.
+        Random draws (reference order, docs/behaviour.md#encoder-randomness): the point-conv shuffles,
+        one `randperm` of the points per batch element, one `randperm` of the views per batch element.
         """
         points = batch.points
         if self.use_pointconv:

@@ -1,4 +1,4 @@
-"""Latent -> NeRSTF MLP weights, one latent token per weight row (SPEC §4.9)."""
+"""Latent -> NeRSTF MLP weights, one latent token per weight row (docs/behaviour.md#latent-to-mlp-weights)."""
 import math
 from collections import OrderedDict
 from typing import Dict, Mapping, Tuple
