@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Sequence
 import torch
 import torch.nn as nn
 
-from shap_e.models.nn.encoding import posenc_nerf
+from shap_e.models.nn.encoding import MultiviewPointCloudEmbedding, encode_position, position_encoding_channels
 from shap_e.models.generation.perceiver import Perceiver
 from shap_e.models.generation.transformer import Transformer, is_meta
 from shap_e.models.transmitter.bottleneck import build_bottleneck
@@ -22,21 +22,10 @@ from shap_e.models.transmitter.params_proj import ChannelsParamsProj, ParamShape
 from shap_e.models.nn.ops import PointSetEmbedding
 from shap_e.models.transmitter.batch import MultimodalBatch
 
-POSENC_WIDTH = 3 * (1 + 2 * 15)  # NeRF posenc of a 3-vector, degrees 0..14
+POS_EMB = "nerf"  # the position encoding of points and pixels (docs/behaviour.md#point-tokens, #multiview-features)
 # What the cross-attention reads: the release's points + multiview patches, or points only (the
 # small models; no renders needed to encode).
 DATASETS = ("pcl_and_multiview_pcl", "pcl")
-
-
-class MultiviewPointEmbed(nn.Conv2d):
-    """3x3 conv over per-pixel (colour, ray origin, surface point) features; `unk_token` fills
-    pixels without an opaque surface."""
-
-    def __init__(self, out_channels: int, device=None):
-        super().__init__(3 * POSENC_WIDTH, out_channels, kernel_size=3, stride=1, padding=1, device=device)
-        self.unk_token = nn.Parameter(torch.empty(3 * POSENC_WIDTH, device=device))
-        if not is_meta(device):
-            nn.init.normal_(self.unk_token, std=0.01)
 
 
 class PointCloudPerceiverChannelsEncoder(nn.Module):
@@ -101,20 +90,22 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
         self.ln_pre = nn.LayerNorm(width, device=device)
         self.ln_post = nn.LayerNorm(width, device=device)
         self.output_proj = nn.Linear(width, d_latent, device=device)
-        self.input_proj = nn.Linear(input_channels * 31, width, device=device)
+        self.input_proj = nn.Linear(input_channels * position_encoding_channels(POS_EMB), width, device=device)
         if use_pointconv:
             self.point_conv = PointSetEmbedding(
+                radius=0.5,
                 n_point=data_ctx,
                 n_sample=pointconv_samples,
                 d_input=width,
-                hidden=pointconv_hidden,
+                d_hidden=list(pointconv_hidden),
                 patch_size=pointconv_patch_size,
                 stride=pointconv_stride,
                 padding_mode=pointconv_padding_mode,
+                fps_method="first",
                 device=device,
             )
         if self.use_views:
-            self.mv_pcl_embed = MultiviewPointEmbed(width // 2, device=device)
+            self.mv_pcl_embed = MultiviewPointCloudEmbedding(POS_EMB, 3, width // 2, device=device)
             self.patch_emb = nn.Conv2d(width // 2, width, kernel_size=patch_size, stride=patch_size, device=device)
         if not is_meta(device):
             nn.init.normal_(self.output_tokens)
@@ -131,7 +122,7 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
 
     def point_features(self, points: torch.Tensor) -> torch.Tensor:
         """`[batch, 6, n_points]` -> `[batch, n_points, width]`."""
-        return self.input_proj(posenc_nerf(points.permute(0, 2, 1), 0, 15))
+        return self.input_proj(encode_position(POS_EMB, position=points.permute(0, 2, 1)))
 
     def point_stream(self, points: torch.Tensor, generator) -> torch.Tensor:
         """Cross-attention data 0: features of `inner_batch_size[0]` shuffled points."""
@@ -144,20 +135,19 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
     def multiview_pixels(
         self, views: torch.Tensor, depths: torch.Tensor, alphas: torch.Tensor, rays: torch.Tensor, cam_z: torch.Tensor
     ) -> torch.Tensor:
-        """Per-pixel features `[n, 279, size, size]` of `n` images (docs/behaviour.md#multiview-features).
+        """Embedded pixels `[n, width / 2, size, size]` of `n` images (docs/behaviour.md#multiview-features).
 
         views `[n, 3, S, S]`, depths and alphas `[n, 1, S, S]`, rays `[n, S, S, 2, 3]`, cam_z `[n, 3]`.
         """
         origin, direction = rays[..., 0, :], rays[..., 1, :]
         depth = depths.clamp(max=self.max_depth).permute(0, 2, 3, 1)
         position = origin + direction * (depth / torch.sum(direction * cam_z[:, None, None], dim=-1, keepdim=True))
-        colour = views.permute(0, 2, 3, 1)
-        features = torch.cat(
-            [posenc_nerf(colour, 0, 15), posenc_nerf(origin, 0, 15), posenc_nerf(position, 0, 15)], dim=-1
-        )
-        mask = alphas.permute(0, 2, 3, 1) >= 0.999
-        features = torch.where(mask, features, self.mv_pcl_embed.unk_token.to(features.dtype))
-        return features.permute(0, 3, 1, 2)
+
+        def maps(x: torch.Tensor) -> torch.Tensor:  # [n, S, S, c] -> [n, 1, c, S, S]
+            return x.permute(0, 3, 1, 2)[:, None]
+
+        mask = alphas[:, None] >= 0.999
+        return self.mv_pcl_embed(views[:, None], maps(origin), maps(position), mask)[:, 0]
 
     def multiview_stream(self, batch: MultimodalBatch, generator) -> torch.Tensor:
         """Cross-attention data 1: patch tokens of `inner_batch_size[1]` shuffled views.
@@ -180,7 +170,7 @@ class PointCloudPerceiverChannelsEncoder(nn.Module):
         for s in range(0, n_images, self.view_chunk):
             e = s + self.view_chunk
             pixels = self.multiview_pixels(views[s:e], depths[s:e], alphas[s:e], rays[s:e], cam_z[s:e])
-            tokens.append(self.patch_emb(self.mv_pcl_embed(pixels)))  # [chunk, width, size/P, size/P]
+            tokens.append(self.patch_emb(pixels))  # [chunk, width, size/P, size/P]
         h = torch.cat(tokens).view(n_batch, n_views, self.width, -1).permute(0, 1, 3, 2)
         index = torch.stack(
             [torch.randperm(n_views, generator=generator).to(h.device) for _ in range(n_batch)]
