@@ -15,6 +15,7 @@ from shap_e.rendering.volume import BoundingBox, RayRange, intersect_box
 from shap_e.util.rng import draw_device
 
 __all__ = [
+    "DEPTH_MODES",
     "FieldFn",
     "Integral",
     "RayRender",
@@ -68,15 +69,34 @@ class RayRender:
     raw_density: torch.Tensor
 
 
+DEPTH_MODES = ("linear", "geometric", "harmonic")
+
+
 def stratified_samples(
-    ray_range: RayRange, n_samples: int, generator: Optional[torch.Generator] = None
+    ray_range: RayRange,
+    n_samples: int,
+    generator: Optional[torch.Generator] = None,
+    depth_mode: str = "linear",
+    epsilon: float = 1e-3,
 ) -> torch.Tensor:
-    """One jittered sample per equal stratum of `[t0, t1]` -> ts `[batch, n_rays, n_samples, 1]`."""
+    """One jittered sample per stratum of `[t0, t1]` -> ts `[batch, n_rays, n_samples, 1]`.
+
+    depth_mode: the strata are equal in t ("linear"), in log t ("geometric") or in 1 / t
+    ("harmonic", denser near the camera); the last two clamp t0 and t1 to at least `epsilon`.
+    """
+    if depth_mode not in DEPTH_MODES:
+        raise ValueError(f"depth_mode must be one of {DEPTH_MODES}, got {depth_mode!r}")
     s = torch.linspace(0, 1, n_samples, dtype=ray_range.t0.dtype, device=ray_range.t0.device)
-    ts = ray_range.t0 * (1 - s) + ray_range.t1 * s  # [batch, n_rays, n_samples]
+    t0, t1 = ray_range.t0, ray_range.t1
+    if depth_mode == "linear":
+        ts = t0 * (1 - s) + t1 * s  # [batch, n_rays, n_samples]
+    elif depth_mode == "geometric":
+        ts = (t0.clamp(epsilon).log() * (1 - s) + t1.clamp(epsilon).log() * s).exp()
+    else:
+        ts = 1.0 / (1.0 / t0.clamp(epsilon) * (1 - s) + 1.0 / t1.clamp(epsilon) * s)
     mids = 0.5 * (ts[..., 1:] + ts[..., :-1])
-    upper = torch.cat([mids, ray_range.t1], dim=-1)
-    lower = torch.cat([ray_range.t0, mids], dim=-1)
+    upper = torch.cat([mids, t1], dim=-1)
+    lower = torch.cat([t0, mids], dim=-1)
     u = torch.rand(ts.shape, generator=generator, dtype=ts.dtype,
                    device=draw_device(generator, ts.device)).to(ts.device)
     return (lower + (upper - lower) * u).unsqueeze(-1)
