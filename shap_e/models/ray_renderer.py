@@ -10,7 +10,6 @@ from abc import ABC, abstractmethod
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
-import torch.nn as nn
 
 from shap_e.models.nn.camera import (
     DifferentiableCamera,
@@ -20,6 +19,7 @@ from shap_e.models.nn.camera import (
     get_image_coords,
     projective_camera_frame,
 )
+from shap_e.models.nn.meta import MetaModule
 from shap_e.rendering.cameras import ProjectiveCamera
 from shap_e.rendering.nerf import z_depth
 from shap_e.util.collections import AttrDict
@@ -30,8 +30,11 @@ DEFAULT_RAY_BATCH_SIZE = 4096
 RenderRays = Callable[[AttrDict, Optional[Dict], Optional[Dict]], AttrDict]
 
 
-class Renderer(nn.Module, ABC):
-    """A module that renders the cameras of a batch: `render_views(batch, params, options) -> AttrDict`."""
+class Renderer(MetaModule, ABC):
+    """A module that renders the cameras of a batch: `render_views(batch, params, options) -> AttrDict`.
+
+    A `MetaModule`: `update(params)` completes the given params with the module's own tensors.
+    """
 
     @abstractmethod
     def render_views(self, batch: AttrDict, params: Optional[Dict] = None, options: Optional[Dict] = None) -> AttrDict:

@@ -45,7 +45,8 @@ class VoidNeRFModel(MetaModule, NeRFModel):
         device: Optional[torch.device] = None,
     ):
         super().__init__()
-        value = torch.as_tensor(np.array(background), dtype=torch.float32, device=device) / channel_scale
+        value = background if isinstance(background, torch.Tensor) else torch.from_numpy(np.array(background))
+        value = value.to(dtype=torch.float32, device=device) / channel_scale
         if value.ndim != 1:
             raise ValueError(f"background must be one colour (a 1-d sequence), got shape {tuple(value.shape)}")
         if trainable:

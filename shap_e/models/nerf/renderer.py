@@ -13,7 +13,7 @@ import torch
 
 from shap_e.models.nerf.model import NeRFModel
 from shap_e.models.nerf.ray import RayVolumeIntegral, StratifiedRaySampler, render_rays
-from shap_e.models.nn.meta import MetaModule, subdict
+from shap_e.models.nn.meta import subdict
 from shap_e.models.ray_renderer import RayRenderer
 from shap_e.models.volume import Volume
 from shap_e.util.collections import AttrDict
@@ -35,7 +35,7 @@ def _bound(module: Optional[NeRFModel], name: str, params: AttrDict, options: At
     return partial(module, params=subdict(params, name), options=options)
 
 
-class OneStepNeRFRenderer(MetaModule, RayRenderer):
+class OneStepNeRFRenderer(RayRenderer):
     """`n_samples` stratified samples per ray through `volume` (and `outer_volume`), then the void."""
 
     def __init__(
@@ -86,7 +86,7 @@ class OneStepNeRFRenderer(MetaModule, RayRenderer):
         )
 
 
-class TwoStepNeRFRenderer(MetaModule, RayRenderer):
+class TwoStepNeRFRenderer(RayRenderer):
     """A coarse pass (`n_coarse_samples` stratified samples) and a fine pass (`n_fine_samples` more
     where the coarse weights are, plus the coarse ones), as NeRF (Mildenhall et al. 2020, sec. 5.2).
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 import torch
-import torch.nn as nn
 
 from shap_e.util.collections import AttrDict
 from shap_e.util.config import check_keys
 from shap_e.models.nerstf import official
+from shap_e.models.nerf.model import VoidNeRFModel
 from shap_e.models.nerstf.mlp import NeRSTFMLP
 from shap_e.models.ray_renderer import RayRenderer
 from shap_e.rendering.cameras import ProjectiveCamera
@@ -65,12 +65,11 @@ class RenderOutput:
     fields: Optional[torch.Tensor] = None
 
 
-class VoidBackground(nn.Module):
-    """The colour seen where rays leave the volume: a constant `[3]` buffer in [0, 1]."""
+class VoidBackground(VoidNeRFModel):
+    """The colour seen where rays leave the volume: a `VoidNeRFModel` given a `[3]` colour in [0, 1]."""
 
     def __init__(self, background: torch.Tensor):
-        super().__init__()
-        self.register_buffer("background", background)
+        super().__init__(background, channel_scale=1.0, device=background.device)
 
 
 class NeRSTFRenderer(RayRenderer):

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from shap_e.models.nn.camera import DifferentiableProjectiveCamera
-from shap_e.models.nn.meta import MetaModule, subdict
+from shap_e.models.nn.meta import subdict
 from shap_e.models.query import Query
 from shap_e.models.ray_renderer import Renderer, get_camera_from_batch
 from shap_e.models.stf.base import Model
@@ -49,7 +49,7 @@ class STFRendererBase(ABC):
         """Texture channels `[batch, n_points, C]` at `query.position`."""
 
 
-class STFRenderer(MetaModule, Renderer, STFRendererBase):
+class STFRenderer(Renderer, STFRendererBase):
     """Renders an SDF model `sdf` and a texture model `tf` (e.g. `MLPSDFModel`,
     `MLPTextureFieldModel`; their params under `sdf.` and `tf.`) inside a bounding-box `volume`,
     sampled on a `grid_size^3` grid."""
