@@ -13,6 +13,7 @@ from shap_e.models.nn.encoding import encode_position, maybe_encode_direction, p
 from shap_e.models.nn.ops import MetaLinear, swish
 from shap_e.models.stf.mlp import run_mlp
 from shap_e.rendering.fields import NeRSTFOutput
+from shap_e.util.config import skip_weight_init
 
 __all__ = ["HEADS", "NeRSTFOutput", "MetaLinear", "NeRSTFMLP"]
 
@@ -79,7 +80,11 @@ class NeRSTFMLP(nn.Module):
         for i, (d_in, d_out) in enumerate(zip(d_ins, d_outs)):
             if i < n_meta_layers:
                 # The weight comes from the latent: a meta buffer (kept in the checkpoint); the bias is trained.
-                layers.append(MetaLinear(d_in, d_out, meta_scale=False, meta_shift=False, meta_proj=True, device=device))
+                # Built without drawing random numbers, so that seeded training runs draw what they always
+                # drew (`_init_weights` sets every weight).
+                with skip_weight_init():
+                    layers.append(MetaLinear(d_in, d_out, meta_scale=False, meta_shift=False, meta_proj=True,
+                                             device=device))
             else:
                 layers.append(nn.Linear(d_in, d_out, device=device))
         self.mlp = nn.ModuleList(layers)
