@@ -1,6 +1,6 @@
 """Coloured point clouds from meshes: area-weighted surface samples reduced by farthest-point sampling.
 
-This replaces the official 40-view Blender back-projection (SPEC §6.4 step 1) with direct surface
+This replaces the official 40-view Blender back-projection (docs/behaviour.md#multimodal-batch) with direct surface
 sampling; the rest follows the official recipe: `n_candidates` random surface points, farthest-point
 sampling (FPS) down to `n_points`, each kept point coloured by the mean colour of the candidates
 nearest to it, colours rounded to multiples of 1/255.

@@ -1,6 +1,6 @@
 """Multiview RGB / alpha / z-depth renders of an asset for the encoder, without Blender.
 
-Replaces the official Blender "basic" light mode renders (SPEC §6.4 step 3) with the torch
+Replaces the official Blender "basic" light mode renders (docs/behaviour.md#multimodal-batch) with the torch
 rasteriser. Lighting as Blender's basic mode: unlit (linear) surface colour times
 `0.3 + 0.7 * |n . l|` with the fixed world-space direction `l = STF_LIGHT_DIRECTION` and flat face
 normals, then linear -> sRGB and 8-bit quantisation, like a PNG render. No anti-aliasing: alpha is 0
@@ -32,7 +32,7 @@ ALPHA_REMOVAL_MODES = ("black", "white")
 
 @dataclass
 class MultiviewRenders:
-    """Renders of one asset in the encoder's conventions (SPEC §4.6).
+    """Renders of one asset in the encoder's conventions (docs/behaviour.md#multiview-features).
 
     views: `[V, 3, S, S]` colours in [-1, 1] (8-bit sRGB / 127.5 - 1), background removed.
     depths: `[V, 1, S, S]` camera z-depth, inf where empty.

@@ -1,4 +1,4 @@
-"""Frozen CLIP ViT-L/14 conditioning (SPEC §2.8) through `transformers`, loaded only when used.
+"""Frozen CLIP ViT-L/14 conditioning (docs/behaviour.md#clip) through `transformers`, loaded only when used.
 
 * Text: OpenAI's cleaning (ftfy, double html-unescape, whitespace) then the real CLIP BPE from
   `instant-clip-tokenizer` (offline, 49,408 ids), `CLIPTextModelWithProjection`, L2-normalised.
@@ -349,7 +349,7 @@ class FrozenCLIP:
         """`[batch, hidden, n_patches]` ([B, 1024, 256] for ViT-L/14) patch features, float32.
 
         `last_hidden_state` of the vision tower is the transformer output before `post_layernorm`
-        (which only touches the pooled class token), as SPEC §2.8 requires.
+        (which only touches the pooled class token), as docs/behaviour.md#clip requires.
         """
         return self.image_grid_features(images)
 

@@ -57,8 +57,8 @@ def _constructor(cls: type) -> Builder:
 
 def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
     check_keys(
-        config, {"name", "d_latent", "latent_ctx", "inner", "conditioner", "image_encoder", "latent_head", "text_layers",
-                 "colour_hint", "category_hint"},
+        config, {"name", "d_latent", "latent_ctx", "inner", "conditioner", "image_encoder", "latent_head",
+                 "text_layers", "colour_hint", "category_hint"},
         "SplitVectorDiffusion",
     )
     d_latent, latent_ctx = config["d_latent"], config.get("latent_ctx", 1)

@@ -75,7 +75,8 @@ def latent_color_fn(xm: Any, latent: torch.Tensor, chunk: int = 65536):
     """The texture field of one latent as `color_fn(points [P, 3]) -> [P, 3]` linear RGB in [0, 1].
 
     For `shap_e.rendering.export.save_textured_glb`, which bakes it into a UV texture. The STF
-    colour head is sRGB; it is converted to linear as the vertex colours are (SPEC §5.6 step 6).
+    colour head is sRGB; it is converted to linear as the vertex colours are
+    (docs/behaviour.md#vertex-colours-and-shading).
     """
     from shap_e.rendering.color import srgb_to_linear
 

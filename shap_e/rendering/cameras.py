@@ -1,4 +1,4 @@
-"""Pinhole cameras: frames, per-pixel rays and the standard turntable ("pan") cameras (SPEC §5.4)."""
+"""Pinhole cameras: frames, per-pixel rays and the standard turntable ("pan") cameras (docs/behaviour.md#cameras)."""
 import math
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple, Union
@@ -15,7 +15,7 @@ Device = Union[str, torch.device, None]
 class ProjectiveCamera:
     """A batch of `N` pinhole cameras sharing one resolution and field of view.
 
-    The camera frame is x = image right, y = image **down**, z = forward (SPEC §7).
+    The camera frame is x = image right, y = image **down**, z = forward (docs/behaviour.md#cameras).
     origin, x, y, z: `[N, 3]` float32 tensors (world space, x/y/z unit length).
     width, height: image size in pixels.
     x_fov, y_fov: full horizontal/vertical field of view in radians, in (0, pi).
@@ -67,7 +67,7 @@ class ProjectiveCamera:
         return torch.stack([index % self.width, torch.div(index, self.width, rounding_mode="floor")], dim=1)
 
     def camera_rays(self, coords: torch.Tensor) -> torch.Tensor:
-        """Rays through pixel coordinates (SPEC §4.6 step 4).
+        """Rays through pixel coordinates (docs/behaviour.md#cameras).
 
         coords: `[P, 2]` (same pixels for every camera) or `[N, P, 2]`, (col, row), any numeric dtype;
             pixel centres sit at integer coordinates and the image edges at exactly +-tan(fov/2).
@@ -117,7 +117,7 @@ class ProjectiveCamera:
 
 
 def create_pan_cameras(size: int, device: Device = None) -> ProjectiveCamera:
-    """The 20 turntable cameras of the notebooks (SPEC §5.4): radius 4, elevation atan(1/2), fov 0.7.
+    """The 20 turntable cameras of the notebooks (docs/behaviour.md#cameras): radius 4, elevation atan(1/2), fov 0.7.
 
     Both endpoints of theta = linspace(0, 2 pi, 20) are included, so the first and last views coincide.
     Returns cameras with `shape == (1, 20)` and `[20, 3]` float32 frames, `width = height = size`.
@@ -149,7 +149,7 @@ def look_at(
     fov: float,
     up: Tuple[float, float, float] = (0.0, 0.0, 1.0),
 ) -> ProjectiveCamera:
-    """Cameras at `origins [N, 3]` looking at `targets [N, 3]` (SPEC §5.4, pose form).
+    """Cameras at `origins [N, 3]` looking at `targets [N, 3]` (docs/behaviour.md#cameras).
 
     Frame: z = normalize(target - origin); y = -normalize(up - (up . z) z) (image down);
     x = y cross z (image right). `fov` is used for both axes. World up defaults to +Z.

@@ -1,8 +1,8 @@
 """`TriMesh`: a triangle mesh as numpy arrays, and its file formats (PLY and OBJ as the reference
-writes them, byte for byte; GLB), written atomically, +Y or +Z up (SPEC §5.7).
+writes them, byte for byte; GLB), written atomically, +Y or +Z up (docs/behaviour.md#mesh-files).
 
-Shap-E's world is +Z up (SPEC §7). glTF requires +Y up, so `save` writes every format +Y up by
-default: a rotation of -90 degrees about X, `(x, y, z) -> (x, z, -y)`.
+Shap-E's world is +Z up (docs/behaviour.md#conventions). glTF requires +Y up, so `save` writes every
+format +Y up by default: a rotation of -90 degrees about X, `(x, y, z) -> (x, z, -y)`.
 """
 import io
 import json

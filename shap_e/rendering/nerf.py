@@ -1,4 +1,4 @@
-"""NeRF volume rendering with coarse and importance-sampled fine passes (SPEC §5.5).
+"""NeRF volume rendering with coarse and importance-sampled fine passes (docs/behaviour.md#nerf-rendering).
 
 Pure functions over rays `[batch, n_rays, ...]`. Random numbers are drawn with `torch.rand` from
 `generator` (default: the global RNG) in the reference's order and shapes, so a seeded run replays

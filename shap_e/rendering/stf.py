@@ -1,4 +1,4 @@
-"""STF decoding: SDF grid -> marching-cubes mesh -> vertex colours -> shaded views (SPEC §5.6).
+"""STF decoding: SDF grid -> marching-cubes mesh -> vertex colours -> shaded views (docs/behaviour.md#stf-meshes).
 
 Pure functions; the field is any `FieldFn` (`shap_e.rendering.fields`), batched like the params.
 """
@@ -228,7 +228,8 @@ def _camera_slice(cameras: ProjectiveCamera, start: int, stop: int) -> Projectiv
 
 
 def _render_pytorch3d(verts, faces, rgb, cameras: ProjectiveCamera) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The reference's GPU path (SPEC §5.6 step 7): PyTorch3D soft Phong shading, hard in practice.
+    """The reference's GPU path (docs/behaviour.md#vertex-colours-and-shading): PyTorch3D soft Phong
+    shading, hard in practice.
 
     Returns linear `rgb [N, H, W, 3]` and `alpha [N, H, W]`.
     """

@@ -1,4 +1,5 @@
-"""Official entry point `shap_e.util.notebooks`: latents -> images, meshes, GIFs (SPEC §6.1-6.3).
+"""Official entry point `shap_e.util.notebooks`: latents -> images, meshes, GIFs
+(docs/behaviour.md#notebook-helpers).
 
 A facade: decoding lives in `shap_e.models.decode`, cameras in `shap_e.rendering.cameras`, GIF/MP4
 writing in `shap_e.util.animation`; `gif_widget` is the notebook-only piece.

@@ -1,5 +1,5 @@
 """`SplitVectorDiffusion`: a latent diffusion transformer that reads and writes flat latent vectors,
-with its text or image conditioning (SPEC §2.1, §2.7, §2.8).
+with its text or image conditioning (docs/behaviour.md#diffusion-transformers).
 
 Real home of the official `shap_e.models.generation.latent_diffusion.SplitVectorDiffusion`; the
 keyword arguments after the official four configure the small models' own text and image encoders.
@@ -12,7 +12,7 @@ import torch.nn as nn
 from shap_e.models.generation.transformer import CONDITIONERS
 
 class SplitVectorDiffusion(nn.Module):
-    """Wraps a trunk so that it reads and writes flat latent vectors (SPEC §2.1).
+    """Wraps a trunk so that it reads and writes flat latent vectors (docs/behaviour.md#latent-vectors).
 
     `forward(x [batch, d_latent], t [batch], embeddings=...) -> [batch, 2 * d_latent]` =
     `[x0 prediction | variance values]`, each token-major; `n_ctx` latent tokens of

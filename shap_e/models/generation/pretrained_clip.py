@@ -121,7 +121,7 @@ class ImageCLIP(_Sizes, nn.Module):
         return self._clip.text_features(list(prompts))
 
     def embed_images_grid(self, xs: Iterable[Optional[ImageType]]) -> torch.Tensor:
-        """`[N, grid_feature_dim, grid_size ** 2]` patch features (SPEC §2.8)."""
+        """`[N, grid_feature_dim, grid_size ** 2]` patch features (docs/behaviour.md#clip)."""
         return self._used(self._clip.image_grid_features(list(xs)))
 
     def images_to_tensor(self, xs: Iterable[Optional[ImageType]]) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The latent diffusion transformers and their pre-LayerNorm blocks (SPEC §2.2, §2.4-2.7).
+"""The latent diffusion transformers and their pre-LayerNorm blocks (docs/behaviour.md#diffusion-transformers).
 
 Real home of the official `shap_e.models.generation.transformer` classes, with their constructors.
 
@@ -168,7 +168,7 @@ CONDITIONERS = ("clip", "minilm", "minilm_tokens", "grid_encoder")
 
 
 class PointDiffusionTransformer(nn.Module):
-    """The shared trunk (SPEC §2.4); on its own it is conditioned on the timestep only.
+    """The shared trunk (docs/behaviour.md#sequence-assembly); on its own it is conditioned on the timestep only.
 
     `forward(x [batch, input_channels, n_ctx], t [batch]) -> [batch, output_channels, n_ctx]`.
     `cond_drop_prob` is the classifier-free-guidance dropout of the conditioned subclasses.
@@ -228,7 +228,7 @@ class PointDiffusionTransformer(nn.Module):
         return cond * keep.view(-1, *([1] * (cond.dim() - 1))).to(cond.dtype)
 
     def forward_with_cond(self, x: torch.Tensor, conds: List[Tuple[torch.Tensor, bool]]) -> torch.Tensor:
-        """Run the trunk (SPEC §2.4).
+        """Run the trunk (docs/behaviour.md#sequence-assembly).
 
         :param x: `[batch, input_channels, n_ctx]` tokens (channel-major).
         :param conds: `(embedding, as_token)` pairs; `[batch, width]` or `[batch, k, width]`.
@@ -282,7 +282,7 @@ class _CLIPConditioned:
 
 
 class CLIPImagePointDiffusionTransformer(_CLIPConditioned, PointDiffusionTransformer):
-    """text300M's trunk: one CLIP text/image embedding `[batch, cond_width]` (SPEC §2.5).
+    """text300M's trunk: one CLIP text/image embedding `[batch, cond_width]` (docs/behaviour.md#text-conditioning).
 
     `cond_width` is CLIP ViT-L/14's 768 unless set (384 for a MiniLM-conditioned prior).
     """
@@ -323,7 +323,8 @@ def _grid_embed(channels: int, width: int, device, dtype) -> nn.Sequential:
 
 
 class _GridConditioned(_CLIPConditioned):
-    """Mixin: a `[batch, channels, tokens]` grid as `tokens` conditioning tokens (SPEC §2.6)."""
+    """Mixin: a `[batch, channels, tokens]` grid as `tokens` conditioning tokens
+    (docs/behaviour.md#image-grid-conditioning)."""
 
     conditioning = "image_grid"
 
@@ -339,7 +340,8 @@ class _GridConditioned(_CLIPConditioned):
 
 
 class CLIPImageGridPointDiffusionTransformer(_GridConditioned, PointDiffusionTransformer):
-    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens (SPEC §2.6).
+    """image300M's trunk: a CLIP ViT-L/14 patch grid `[batch, 1024, 256]` as 256 tokens
+    (docs/behaviour.md#image-grid-conditioning).
 
     Any grid of feature tokens fits (`grid_channels` x `grid_tokens`): the small image encoder's
     patches, or a caption's MiniLM token states (`conditioner: minilm_tokens`).

@@ -1,4 +1,4 @@
-"""The NeRSTF field: one MLP whose first layers are generated from a latent (SPEC §5.2).
+"""The NeRSTF field: one MLP whose first layers are generated from a latent (docs/behaviour.md#nerstf-mlp).
 
 A point's raw output `o [12]` holds an SDF (`o[0]`), coarse and fine NeRF densities (`o[1]`,
 `o[2]`), the STF texture colour (`o[3:6]`) and coarse/fine NeRF colours (`o[6:9]`, `o[9:12]`).

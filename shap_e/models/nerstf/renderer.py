@@ -1,4 +1,5 @@
-"""`NeRSTFRenderer`: renders a latent-parameterised NeRSTF field as NeRF views or STF meshes (SPEC §5).
+"""`NeRSTFRenderer`: renders a latent-parameterised NeRSTF field as NeRF views or STF meshes
+(docs/behaviour.md#renderer).
 
 The module holds only the checkpoint state (`nerstf.mlp.*`, `void.background`); the ray marching,
 mesh extraction and shading are the pure functions of `shap_e.rendering.{nerf, stf}`.
@@ -158,7 +159,8 @@ class NeRSTFRenderer(nn.Module):
         query_dtype: Optional[torch.dtype] = None,
         vertex_placement: str = "reference",
     ) -> List[TorchMesh]:
-        """One mesh per batch element of `params`, with linear `R, G, B` vertex colours (SPEC §5.6).
+        """One mesh per batch element of `params`, with linear `R, G, B` vertex colours
+        (docs/behaviour.md#vertex-colours-and-shading).
 
         mesh_mode: "fast" (default) queries the SDF only in a narrow band around the surface found
             on a 4x coarser grid, which gives the exact mode's mesh bit for bit on smooth fields

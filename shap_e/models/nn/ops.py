@@ -1,4 +1,4 @@
-"""Point tokens: ball-query neighbourhoods of the first `data_ctx` points, convolved (SPEC §4.3).
+"""Point tokens: ball-query neighbourhoods of the first `data_ctx` points, convolved (docs/behaviour.md#point-tokens).
 
 The reference shuffles every neighbourhood's samples (independently per batch element and
 channel) before each convolution, in eval mode too, so the encoder is stochastic. The draws are

@@ -178,7 +178,7 @@ class VectorDecoder(nn.Module):
 
 class ChannelsDecoder(VectorDecoder):
     """The decoder of channel latents: `latent_ctx` tokens of `d_latent` channels (the release's
-    `vector_decoder`, SPEC §1.3)."""
+    `vector_decoder`, docs/behaviour.md#checkpoints)."""
 
     def __init__(self, *, latent_ctx: int, **kwargs: Any):
         super().__init__(**kwargs)

@@ -1,6 +1,7 @@
 """The typed input of the transmitter encoder (a point cloud plus multiview renders of one asset
 each), and its conversion from the official `AttrDict` batch: the one place where lists of PIL
-images, depth arrays and numpy cameras become tensors (SPEC §4.1, §4.6 steps 1-3).
+images, depth arrays and numpy cameras become tensors (docs/behaviour.md#encoder-batch,
+docs/behaviour.md#multiview-features).
 """
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -19,7 +20,7 @@ __all__ = [
 
 @dataclass
 class MultimodalBatch:
-    """What the encoder reads (SPEC §4.1), as tensors.
+    """What the encoder reads (docs/behaviour.md#encoder-batch), as tensors.
 
     points: `[batch, 6, n_points]` rows x, y, z (in [-1, 1]^3), r, g, b (in [0, 1]), in
         farthest-point order (the encoder takes the first `data_ctx` points as centres).

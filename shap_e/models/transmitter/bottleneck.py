@@ -1,4 +1,4 @@
-"""Latent bottlenecks (what the encoder's output passes through) and latent warps (SPEC §4.8).
+"""Latent bottlenecks (what the encoder's output passes through) and latent warps (docs/behaviour.md#bottleneck).
 
 Real home of the official `shap_e.models.transmitter.bottleneck`. The release uses
 `clamp_diffusion_noise`: `tanh`, plus, in training, the forward diffusion process at a random
@@ -66,7 +66,8 @@ class Tan2LatentWarp(LatentWarp):
     def __init__(self, *, coeff1: float = 1.0, device: Optional[torch.device] = None):
         super().__init__(device=device)
         if not 0 < coeff1 * math.tan(1.0) < math.pi / 2:
-            raise ValueError(f"coeff1={coeff1} must lie in (0, {math.pi / 2 / math.tan(1.0):.4f}) for an invertible warp")
+            bound = math.pi / 2 / math.tan(1.0)
+            raise ValueError(f"coeff1={coeff1} must lie in (0, {bound:.4f}) for an invertible warp")
         self.coeff1 = coeff1
         self.scale = math.tan(math.tan(1.0) * coeff1)
 

@@ -1,5 +1,5 @@
-"""Encoders of channel latents (SPEC §4): a point cloud, and optionally multiview renders, ->
-`latent_ctx` tokens of `d_latent` channels.
+"""Encoders of channel latents (docs/behaviour.md#transmitter-encoder): a point cloud, and optionally
+multiview renders, -> `latent_ctx` tokens of `d_latent` channels.
 
 Real home of the official `shap_e.models.transmitter.channels_encoder`. The release's
 `PointCloudPerceiverChannelsEncoder`: `latent_ctx` learned query tokens, prefixed by `data_ctx`
@@ -9,7 +9,7 @@ patches of the views), then a self-attention stack; the last `latent_ctx` tokens
 first `data_ctx` farthest-point-ordered points as the prefix (`use_pointconv: false`).
 
 Datasets are read through `DatasetIterator`s: each draws one permutation per batch element (from
-`generator`, else the global RNG, in the reference's order: SPEC §4.10) and yields the next
+`generator`, else the global RNG, in the reference's order: docs/behaviour.md#encoder-randomness) and yields the next
 `inner_batch_size` entries; one pass (an "unroll") reads one chunk of every dataset.
 """
 import itertools
@@ -135,7 +135,7 @@ class PerceiverChannelsEncoder(ChannelsEncoder):
 
 
 class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEncoder):
-    """The release's encoder (SPEC §4); see the module docstring.
+    """The release's encoder (docs/behaviour.md#transmitter-encoder); see the module docstring.
 
     cross_attention_dataset: `pcl` (points), `multiview` (patches of the views, modulated by their
         cameras), `multiview_pcl` (the views as point clouds) or `pcl_and_multiview_pcl` (both, the release).
@@ -233,7 +233,7 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
         return ((next(points), next(views)) for _ in itertools.count())
 
     def encode_multiview_pcl(self, batch: Any, use_distance: bool = True) -> torch.Tensor:
-        """`[batch, n_views, n_patches, width]` multiview point-cloud tokens (SPEC §4.6)."""
+        """`[batch, n_views, n_patches, width]` multiview point-cloud tokens (docs/behaviour.md#multiview-features)."""
         return encode_multiview_pcl(self.as_batch(batch), self.mv_pcl_embed, self.patch_emb, self.image_size,
                                     self.max_depth, use_distance)
 

@@ -1,4 +1,4 @@
-"""Latent -> renderer weights ("params projections", SPEC §4.9).
+"""Latent -> renderer weights ("params projections", docs/behaviour.md#latent-to-mlp-weights).
 
 Real home of the official `shap_e.models.transmitter.params_proj`. The release uses `channels`: one
 latent token per weight row (`ChannelsParamsProj`); `linear` and `mlp` map one latent vector to

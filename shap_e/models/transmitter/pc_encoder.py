@@ -41,7 +41,8 @@ class PointCloudTransformerEncoder(VectorEncoder):
         if pos_emb not in POS_EMBS:
             raise ValueError(f"pos_emb={pos_emb!r} is unknown; valid: {list(POS_EMBS)}")
         token_width = _token_width(d_latent, latent_ctx)
-        self.input_channels, self.n_ctx, self.latent_ctx, self.pos_emb_version = input_channels, n_ctx, latent_ctx, pos_emb
+        self.input_channels, self.n_ctx, self.latent_ctx = input_channels, n_ctx, latent_ctx
+        self.pos_emb_version = pos_emb
         self.ln_pre = nn.LayerNorm(width, device=device, dtype=dtype)
         self.backbone = Transformer(device=device, dtype=dtype, n_ctx=n_ctx + latent_ctx, width=width, layers=layers,
                                     heads=heads, init_scale=init_scale)
@@ -114,7 +115,8 @@ class PointCloudPerceiverEncoder(PointCloudInputs, PerceiverEncoder):
                  pos_emb: Optional[str] = None, image_size: int = 256, patch_size: int = 32, pose_dropout: float = 0.0,
                  use_depth: bool = False, max_depth: float = 5.0, **kwargs: Any):
         if cross_attention_dataset not in ("pcl", "multiview"):
-            raise ValueError(f"cross_attention_dataset={cross_attention_dataset!r} is unknown; valid: ['multiview', 'pcl']")
+            raise ValueError(f"cross_attention_dataset={cross_attention_dataset!r} is unknown; "
+                             "valid: ['multiview', 'pcl']")
         super().__init__(**kwargs)
         self.cross_attention_dataset = cross_attention_dataset
         self.init_inputs(fps_method=fps_method, input_channels=input_channels, pos_emb=pos_emb, image_size=image_size,

@@ -92,7 +92,8 @@ class ViewInputs:
     they read `image_size` and `max_depth`."""
 
     def as_batch(self, batch: Any) -> MultimodalBatch:
-        """A `MultimodalBatch` of `batch` (an official `AttrDict` is converted, SPEC §4.6 steps 1-3)."""
+        """A `MultimodalBatch` of `batch` (an official `AttrDict` is converted once,
+        docs/behaviour.md#multiview-features)."""
         return as_multimodal_batch(batch, self.image_size, self.max_depth)
 
     def views_to_tensor(self, views: Any) -> torch.Tensor:

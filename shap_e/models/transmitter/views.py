@@ -1,4 +1,4 @@
-"""Tokens of multiview renders for the transmitter encoders (SPEC §4.6).
+"""Tokens of multiview renders for the transmitter encoders (docs/behaviour.md#multiview-features).
 
 Two embeddings of a view: the release's "multiview point cloud" (every opaque pixel is the surface
 point its depth puts on the camera ray, NeRF-encoded with its colour and the ray origin, then a 3x3
@@ -32,7 +32,7 @@ class MultiviewPointEmbed(nn.Conv2d):
 
     def pixel_features(self, views: torch.Tensor, depths: torch.Tensor, alphas: torch.Tensor, rays: torch.Tensor,
                        cam_z: torch.Tensor, max_depth: float, use_distance: bool = True) -> torch.Tensor:
-        """Per-pixel features `[n, 279, S, S]` of `n` images (SPEC §4.6 steps 1-6).
+        """Per-pixel features `[n, 279, S, S]` of `n` images (docs/behaviour.md#multiview-features).
 
         views `[n, 3, S, S]` in [-1, 1], z-depths and alphas `[n, 1, S, S]`, rays `[n, S, S, 2, 3]`
         (origin, unit direction), cam_z `[n, 3]`. `use_distance=False` puts the point at the depth
@@ -70,7 +70,7 @@ def _check_renders(batch: MultimodalBatch, image_size: int, needs_alphas: bool) 
 
 def encode_multiview_pcl(batch: MultimodalBatch, embed: MultiviewPointEmbed, patch_emb: nn.Conv2d, image_size: int,
                          max_depth: float, use_distance: bool = True) -> torch.Tensor:
-    """`[batch, n_views, n_patches, width]` multiview point-cloud tokens (SPEC §4.6 steps 1-7).
+    """`[batch, n_views, n_patches, width]` multiview point-cloud tokens (docs/behaviour.md#multiview-features).
 
     Images go through the per-pixel embedding `VIEW_CHUNK` at a time, which bounds memory.
     """

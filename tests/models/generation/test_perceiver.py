@@ -15,7 +15,7 @@ from shap_e.models.generation.perceiver import (
 
 
 def reference_cross_attention(q, kv, heads):
-    """SPEC §2.2: q per head `[d]`, kv per head `[k (d) | v (d)]`, both scaled by d^-1/4, softmax."""
+    """docs/behaviour.md#transformer-blocks: q per head `[d]`, kv per head `[k (d) | v (d)]`, both scaled by d^-1/4, softmax."""
     batch, n, width = q.shape
     d = width // heads
     q = q.view(batch, n, heads, d)

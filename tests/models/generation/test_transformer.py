@@ -53,7 +53,7 @@ from shap_e.models.generation.transformer import (  # noqa: E402
 
 
 def reference_attention(qkv, heads):
-    """SPEC §2.2 written out: per head [q | k | v] slices, q and k scaled by d^-1/4, float32 softmax."""
+    """docs/behaviour.md#transformer-blocks written out: per head [q | k | v] slices, q and k scaled by d^-1/4, float32 softmax."""
     batch, n, width3 = qkv.shape
     d = width3 // heads // 3
     per_head = qkv.view(batch, n, heads, 3 * d)

@@ -59,8 +59,8 @@ def test_meta_device_builds_without_memory(golden):
 
 
 def _nerf_atol(field: str) -> float:
-    """Tolerance of a NeRF render field against golden f: 1e-4 held on the AMD EPYC machines of earlier
-    sessions. On Intel CPUs MKL rounds exp and pow differently: colours (0..255) then get the golden README's
+    """Tolerance of a NeRF render field against golden f: 1e-4 holds on the AMD EPYC CPUs the goldens
+    came from. On Intel CPUs MKL rounds exp and pow differently: colours (0..255) then get the golden README's
     acceptance for NeRF renders, 2e-2 (measured 1.5e-4), and raw signed distances 5e-3 (measured 4e-3 at
     3 of 98,304 samples, where the view-dependent samples sit on a steep part of the field)."""
     return {"channels": 2e-2, "raw_signed_distance": 5e-3}.get(field, 1e-4)
@@ -146,7 +146,7 @@ def test_stf_render_reproduces_golden_grid_mesh_and_colours(setup):
     torch.testing.assert_close(mesh.verts, ref["mesh"]["verts"], atol=1e-4, rtol=0)
     assert torch.equal(mesh.faces, ref["mesh"]["faces"])
     for c in "RGB":
-        # 1e-6 on the AMD EPYC machines of earlier sessions; on Intel CPUs MKL's pow moves a few colours
+        # 1e-6 on the AMD EPYC CPUs the goldens came from; on Intel CPUs MKL's pow moves a few colours
         # by up to 4.3e-5.
         torch.testing.assert_close(mesh.vertex_channels[c], ref["mesh"]["vertex_channels"][c], atol=1e-4, rtol=0)
     assert out.channels.shape == (1, 20, 2, 2, 3) and out.transmittance.shape == (1, 20, 2, 2, 1)

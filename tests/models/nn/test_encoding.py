@@ -23,7 +23,7 @@ def test_nerf_posenc_uses_shifted_sine_not_cosine():
 def test_timestep_embedding_matches_golden(golden):
     misc = golden("g")["outputs"]["misc"]
     t = misc["timestep_input"]
-    # Bit for bit on the AMD EPYC machines of earlier sessions. On Intel CPUs MKL's vectorised exp rounds
+    # Bit for bit on the AMD EPYC CPUs the goldens came from. On Intel CPUs MKL's vectorised exp rounds
     # some frequencies one ulp apart, and at t = 1,023 rad one ulp of the argument is 6e-5.
     torch.testing.assert_close(timestep_embedding(t, 64), misc["timestep_embedding_dim64"], atol=1e-4, rtol=0)
     torch.testing.assert_close(timestep_embedding(t, 7), misc["timestep_embedding_dim7"], atol=1e-4, rtol=0)
