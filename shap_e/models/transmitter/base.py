@@ -149,6 +149,7 @@ class Transmitter(nn.Module):
 
     def encode_to_bottleneck(self, batch: Any, options: Optional[AttrDict] = None, *,
                              generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """The encoder's latent of `batch` (see `VectorEncoder.encode_to_bottleneck`)."""
         return self.encoder.encode_to_bottleneck(batch, options, generator=generator)
 
     def bottleneck_to_params(self, latent: torch.Tensor, options: Optional[AttrDict] = None) -> AttrDict:

@@ -52,6 +52,8 @@ class LatentWarp(nn.Module, ABC):
 
 
 class IdentityLatentWarp(LatentWarp):
+    """No warp: the latent is the bottleneck's output (the release)."""
+
     def warp(self, x: torch.Tensor, options: Optional[AttrDict] = None) -> torch.Tensor:
         return x
 
@@ -79,6 +81,8 @@ class Tan2LatentWarp(LatentWarp):
 
 
 class IdentityLatentBottleneck(LatentBottleneck):
+    """No bottleneck: the latent is the encoder's output (the default without a config)."""
+
     def forward(self, x: torch.Tensor, options: Optional[AttrDict] = None,
                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
         return x

@@ -80,6 +80,9 @@ def sample_fps(example: torch.Tensor, n_samples: int) -> torch.Tensor:
     coordinates (of a random subset of at most 32768 points) keeping every point's channels."""
     from shap_e.rendering.point_cloud import PointCloud
 
+    if example.dim() != 3 or len(example) != 1 or example.shape[2] < 3 or not 0 < n_samples <= example.shape[1]:
+        raise ValueError(f"example must be [1, n_points, 3 + channels] with n_points >= n_samples={n_samples}, "
+                         f"got {list(example.shape)}")
     points = example[0].detach().cpu().numpy()
     cloud = PointCloud(coords=points[:, :3], channels={str(i): points[:, 3 + i] for i in range(points.shape[1] - 3)})
     sampled = cloud.random_sample(min(32768, len(points))).farthest_point_sample(n_samples)

@@ -135,3 +135,19 @@ def test_transformer_channels_encoder_reads_every_point_in_any_order():
     assert out.shape == (2, 6, 8)
     torch.testing.assert_close(out, shuffled, atol=1e-5, rtol=0)
     assert model.bottleneck_to_params(model.encode_to_bottleneck(batch))["w.weight"].shape == (2, 4, 5)
+
+
+def test_sample_fps_picks_far_apart_points_and_keeps_their_channels():
+    pytest.importorskip("shap_e.rendering.point_cloud", reason="farthest-point sampling lives in rendering.point_cloud")
+    from shap_e.models.transmitter.channels_encoder import sample_fps
+
+    line = torch.arange(100, dtype=torch.float32)
+    example = torch.stack([line, torch.zeros(100), torch.zeros(100), line * 2, -line], dim=1)[None]
+    sampled = sample_fps(example, 2)
+    assert sampled.shape == (1, 2, 5)
+    assert {0.0, 99.0} & set(sampled[0, :, 0].tolist())  # the second pick is the farthest point: an end
+    torch.testing.assert_close(sampled[0, :, 3], sampled[0, :, 0] * 2)
+    torch.testing.assert_close(sampled[0, :, 4], -sampled[0, :, 0])
+    assert sample_pcl_fps(example, 2, "fps").shape == (1, 2, 5)
+    with pytest.raises(ValueError, match="n_points >= n_samples=200"):
+        sample_fps(example, 200)
