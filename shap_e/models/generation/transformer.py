@@ -264,6 +264,9 @@ class _CLIPConditioned:
         """`[batch, *feature_shape]`: `embeddings` as given when it is one tensor, else every element
         embedded with `self.clip` (zeros where an element has nothing: the unconditional input)."""
         if isinstance(embeddings, torch.Tensor) and images is None and texts is None:
+            if embeddings.shape != (batch_size, *self.feature_shape):
+                raise ValueError(f"embeddings must be [{batch_size}, {', '.join(map(str, self.feature_shape))}] (batch, "
+                                 f"features), got {list(embeddings.shape)}")
             return embeddings
         from shap_e.models.conditioning import conditioning_embeddings
 

@@ -197,3 +197,10 @@ def test_grid_trunk_embeds_images_with_its_frozen_clip_grid(tiny_default_clip):
     grid = tiny_default_clip.embed_images_grid(images)
     x, t = torch.randn(1, 4, 3), torch.tensor([5])
     torch.testing.assert_close(model(x, t, images=images), model(x, t, embeddings=grid), atol=1e-5, rtol=0)
+
+
+def test_embeddings_of_the_wrong_shape_are_named():
+    model = CLIPImageGridPointDiffusionTransformer(input_channels=4, output_channels=8, n_ctx=3, width=16, layers=1,
+                                                   heads=2, grid_channels=8, grid_tokens=5)
+    with pytest.raises(ValueError, match=r"embeddings must be \[1, 8, 5\]"):
+        model(torch.randn(1, 4, 3), torch.tensor([1]), embeddings=torch.zeros(1, 5, 8))
