@@ -92,11 +92,12 @@ def read_prompts(args) -> List[str]:
 
 
 def read_image(path: str):
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
+
+    from shap_e.util.image_util import load_image
 
     try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
+        return load_image(path).convert("RGB")
     except FileNotFoundError as e:
         raise CliError(f"image {path!r} does not exist") from e
     except (UnidentifiedImageError, OSError) as e:
@@ -181,10 +182,12 @@ def generate_one(models, name, label, model_kwargs, formats, device, args) -> No
     generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
     t0 = time.perf_counter()
     latents = sample_latents(
-        args.batch, models["prior"], models["diffusion"], model_kwargs, args.guidance, True,
-        False, True, settings.karras_steps, settings.sigma_min, settings.sigma_max, settings.s_churn,
-        device=device, progress=True, sampler=settings.sampler, generator=generators,
-        dtype=DTYPES.get(args.dtype), guidance_max_sigma=args.guidance_max_sigma,
+        batch_size=args.batch, model=models["prior"], diffusion=models["diffusion"],
+        model_kwargs=model_kwargs, guidance_scale=args.guidance, clip_denoised=True, use_fp16=False,
+        use_karras=True, karras_steps=settings.karras_steps, sigma_min=settings.sigma_min,
+        sigma_max=settings.sigma_max, s_churn=settings.s_churn, device=device, progress=True,
+        sampler=settings.sampler, generator=generators, dtype=DTYPES.get(args.dtype),
+        guidance_max_sigma=args.guidance_max_sigma,
         **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
     )
     sample_seconds = time.perf_counter() - t0
