@@ -23,6 +23,7 @@ __all__ = [
     "integrate_samples",
     "importance_samples",
     "render_rays",
+    "sample_pmf",
 ]
 
 COARSE_HEADS = ("density_coarse", "color_coarse")
@@ -81,14 +82,11 @@ def stratified_samples(
 
 
 def partition(ray_range: RayRange, ts: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Intervals around sorted samples `ts [batch, n_rays, n, 1]`, edges at t0, midpoints, t1.
+    """Intervals around sorted samples `ts [batch, n_rays, n, 1]` (`RayRange.partition`).
 
     Returns lower, upper, delta, each `[batch, n_rays, n, 1]`.
     """
-    mids = (ts[..., 1:, :] + ts[..., :-1, :]) * 0.5
-    lower = torch.cat([ray_range.t0[..., None, :], mids], dim=-2)
-    upper = torch.cat([mids, ray_range.t1[..., None, :]], dim=-2)
-    return lower, upper, upper - lower
+    return ray_range.partition(ts)
 
 
 def integrate_samples(
@@ -127,17 +125,27 @@ def importance_samples(
     ts, weights: `[batch, n_rays, n_coarse, 1]` -> sorted ts `[batch, n_rays, n_samples, 1]`.
     """
     lower, upper, _ = partition(ray_range, ts)
-    *shape, n_coarse, _ = ts.shape
     pmf = weights + alpha
-    pmf = pmf / pmf.sum(dim=-2, keepdim=True)
-    cdf = torch.cumsum(pmf.reshape(-1, n_coarse), dim=1)
-    u = torch.rand(cdf.shape[0], n_samples, generator=generator, dtype=cdf.dtype,
-                   device=draw_device(generator, cdf.device)).to(cdf.device)
-    index = torch.searchsorted(cdf, u).view(*shape, n_samples, 1).clamp(0, n_coarse - 1)
+    index = sample_pmf(pmf / pmf.sum(dim=-2, keepdim=True), n_samples, generator)
     u_in = torch.rand(index.shape, generator=generator, dtype=ts.dtype,
                       device=draw_device(generator, ts.device)).to(ts.device)
     lower, upper = torch.gather(lower, -2, index), torch.gather(upper, -2, index)
     return torch.sort(lower + (upper - lower) * u_in, dim=-2).values
+
+
+def sample_pmf(pmf: torch.Tensor, n_samples: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """Indices `[..., n_samples, 1]` drawn with replacement from `pmf [..., support, 1]` (inverse CDF).
+
+    One `torch.rand([prod(...), n_samples])` draw; an index is the first bin whose cumulative mass
+    reaches the draw, clamped to the support (so a pmf summing to slightly less than 1 is safe).
+    """
+    *shape, support, last = pmf.shape
+    if last != 1:
+        raise ValueError(f"pmf must be [..., support, 1], got {tuple(pmf.shape)}")
+    cdf = torch.cumsum(pmf.reshape(-1, support), dim=1)
+    u = torch.rand(cdf.shape[0], n_samples, generator=generator, dtype=cdf.dtype,
+                   device=draw_device(generator, cdf.device)).to(cdf.device)
+    return torch.searchsorted(cdf, u).view(*shape, n_samples, 1).clamp(0, support - 1)
 
 
 def _query(field: FieldFn, rays, ts, heads, with_direction, keep=None) -> NeRSTFOutput:

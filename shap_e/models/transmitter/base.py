@@ -13,6 +13,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import torch
 import torch.nn as nn
 
+from shap_e.models.nn.meta import MetaModule
 from shap_e.models.transmitter.bottleneck import latent_bottleneck_from_config, latent_warp_from_config
 from shap_e.models.transmitter.params_proj import ParamShapes, flatten_param_shapes, params_proj_from_config
 from shap_e.util.collections import AttrDict
@@ -31,12 +32,12 @@ def check_options(options: Any) -> None:
 
 
 def meta_param_shapes(renderer: nn.Module) -> Dict[str, Tuple[int, ...]]:
-    """The shapes of the weights a latent supplies to `renderer`: every submodule's
-    `meta_parameter_shapes()`, prefixed with its path (`nerstf.mlp.0.weight`, ...)."""
+    """The shapes of the weights a latent supplies to `renderer`: the meta parameters and buffers of
+    its `MetaModule`s, by their paths (`nerstf.mlp.0.weight`, ...), in module order."""
     shapes = {
-        f"{path}.{name}" if path else name: tuple(shape)
-        for path, module in renderer.named_modules() if hasattr(module, "meta_parameter_shapes")
-        for name, shape in module.meta_parameter_shapes().items()
+        name: tuple(tensor.shape)
+        for path, module in renderer.named_modules() if isinstance(module, MetaModule)
+        for name, tensor in module.meta_state_dict(prefix=path, recurse=False).items()
     }
     if not shapes:
         raise ValueError(f"{type(renderer).__name__} has no latent-generated (meta) parameters to project to")

@@ -21,13 +21,16 @@ import torch.nn as nn
 
 from shap_e.models.generation.perceiver import SimplePerceiver
 from shap_e.models.generation.transformer import Transformer
+from shap_e.models.nn.encoding import MultiviewPointCloudEmbedding, MultiviewPoseEmbedding
 from shap_e.models.nn.ops import PointSetEmbedding
 from shap_e.models.transmitter.base import ChannelsEncoder, check_options
-from shap_e.models.transmitter.batch import alphas_to_tensor, cameras_to_projective, depths_to_tensor, points_of
+from shap_e.models.transmitter.batch import (
+    alphas_to_tensor, cameras_to_projective, depths_to_tensor, normalise_depths, points_of,
+)
 from shap_e.models.transmitter.point_inputs import (
     DatasetIterator, PointCloudInputs, add_readout, n_unrolls, run_unrolls, sample_fps, sample_pcl_fps,
 )
-from shap_e.models.transmitter.views import MultiviewPointEmbed, encode_multiview_pcl
+from shap_e.models.transmitter.views import encode_multiview_pcl, patch_tokens
 from shap_e.util.collections import AttrDict
 
 __all__ = [
@@ -36,7 +39,7 @@ __all__ = [
 ]
 
 # What the cross-attention reads, and the number of datasets (inner batch sizes) each has.
-DATASETS = {"pcl": 1, "multiview": 1, "multiview_pcl": 1, "pcl_and_multiview_pcl": 2}
+DATASETS = {"pcl": 1, "multiview": 1, "dense_pose_multiview": 1, "multiview_pcl": 1, "pcl_and_multiview_pcl": 2}
 
 
 class TransformerChannelsEncoder(ChannelsEncoder):
@@ -138,7 +141,9 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
     """The release's encoder (docs/behaviour.md#transmitter-encoder); see the module docstring.
 
     cross_attention_dataset: `pcl` (points), `multiview` (patches of the views, modulated by their
-        cameras), `multiview_pcl` (the views as point clouds) or `pcl_and_multiview_pcl` (both, the release).
+        cameras), `dense_pose_multiview` (patches of the views with every pixel's ray),
+        `multiview_pcl` (the views as point clouds) or `pcl_and_multiview_pcl` (points and views as
+        point clouds: the release).
     fps_method: `first` (the points come in farthest-point order) or `fps` (sample them here).
     pos_emb: None (raw point channels) or `nerf` (NeRF encoding, degrees 0..14) before `input_proj`.
     use_pointconv: data tokens from point convolutions around the first `data_ctx` points, instead of
@@ -151,8 +156,7 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
                  pointconv_samples: int = 32, pointconv_hidden: Optional[List[int]] = None,
                  pointconv_patch_size: int = 1, pointconv_stride: int = 1, pointconv_padding_mode: str = "zeros",
                  use_pointconv: bool = False, **kwargs: Any):
-        _check_dataset_options(cross_attention_dataset, fps_method, use_depth, use_pointconv,
-                       kwargs.get("inner_batch_size", 1))
+        _check_dataset_options(cross_attention_dataset, use_depth, kwargs.get("inner_batch_size", 1))
         super().__init__(**kwargs)
         self.cross_attention_dataset, self.use_pointconv = cross_attention_dataset, use_pointconv
         self.init_inputs(fps_method=fps_method, input_channels=input_channels, pos_emb=pos_emb, image_size=image_size,
@@ -162,18 +166,26 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
             if hidden[-1] != self.width:
                 raise ValueError(f"pointconv_hidden[-1]={hidden[-1]} must equal width={self.width}")
             self.point_conv = PointSetEmbedding(
-                n_point=self.data_ctx, radius=pointconv_radius, n_sample=pointconv_samples, d_input=self.width,
-                hidden=hidden, patch_size=pointconv_patch_size, stride=pointconv_stride,
-                padding_mode=pointconv_padding_mode, device=self.device,
+                radius=pointconv_radius, n_point=self.data_ctx, n_sample=pointconv_samples, d_input=self.width,
+                d_hidden=hidden, patch_size=pointconv_patch_size, stride=pointconv_stride,
+                padding_mode=pointconv_padding_mode, fps_method=fps_method, device=self.device, dtype=self.dtype,
             )
         if cross_attention_dataset == "multiview":
             self.init_multiview_patches(self.inner_batch_size[0])
         elif self.use_views:
-            if image_size % patch_size:
-                raise ValueError(f"image_size={image_size} must be a multiple of patch_size={patch_size}")
-            self.mv_pcl_embed = MultiviewPointEmbed(self.width // 2, device=self.device, dtype=self.dtype)
-            self.patch_emb = nn.Conv2d(self.width // 2, self.width, patch_size, stride=patch_size, device=self.device,
-                                       dtype=self.dtype)
+            self._init_pixel_embedding(cross_attention_dataset, use_depth)
+
+    def _init_pixel_embedding(self, dataset: str, use_depth: bool) -> None:
+        """The per-pixel embedding of the views (3x3 conv to `width / 2` channels) and `patch_emb`."""
+        if self.image_size % self.patch_size:
+            raise ValueError(f"image_size={self.image_size} must be a multiple of patch_size={self.patch_size}")
+        half, device, dtype = self.width // 2, self.device, self.dtype
+        if dataset == "dense_pose_multiview":
+            self.mv_pose_embed = MultiviewPoseEmbedding("nerf", 4 if use_depth else 3, half, device=device, dtype=dtype)
+        else:
+            self.mv_pcl_embed = MultiviewPointCloudEmbedding("nerf", 3, half, device=device, dtype=dtype)
+        self.patch_emb = nn.Conv2d(half, self.width, self.patch_size, stride=self.patch_size, device=device,
+                                   dtype=dtype)
 
     @property
     def use_views(self) -> bool:
@@ -209,9 +221,35 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
         batch = self.as_batch(batch)
         h = self.initial_tokens(batch, generator)
         datasets = {"pcl": self.get_pcl_dataset, "multiview": self.get_multiview_dataset,
+                    "dense_pose_multiview": self.get_dense_pose_multiview_dataset,
                     "multiview_pcl": self.get_multiview_pcl_dataset,
                     "pcl_and_multiview_pcl": self.get_pcl_and_multiview_pcl_dataset}
         return h, datasets[self.cross_attention_dataset](batch, options, generator=generator)
+
+    def get_dense_pose_multiview_dataset(self, batch: Any, options: Optional[AttrDict] = None,
+                                         inner_batch_size: Optional[int] = None, *,
+                                         generator: Optional[torch.Generator] = None) -> Iterator[torch.Tensor]:
+        """Chunks `[batch, inner_batch_size * n_patches, width]` of dense-pose view patches."""
+        tokens = self.encode_dense_pose_views(batch)
+        size = self.inner_batch_size[0] if inner_batch_size is None else inner_batch_size
+        it = iter(DatasetIterator(tokens, size, generator))
+        return (next(it).reshape(len(tokens), -1, self.width) for _ in itertools.count())
+
+    def encode_dense_pose_views(self, batch: Any) -> torch.Tensor:
+        """`[batch, n_views, n_patches, width]`: patches of per-pixel (colour, depth with `use_depth`,
+        ray origin, ray direction) features."""
+        batch = self.as_batch(batch)
+        if batch.views is None or batch.cameras is None or (self.use_depth and batch.depths is None):
+            raise ValueError("the batch needs views and cameras (and depths with use_depth) for dense-pose views")
+        images = batch.views
+        if self.use_depth:
+            images = torch.cat([images, normalise_depths(batch.depths, self.max_depth)], dim=2)
+        rays, _ = self.dense_pose_cameras_to_tensor(batch.cameras)
+        rays = rays.to(images).permute(0, 1, 4, 5, 2, 3)  # [batch, n_views, 2, 3, S, S]
+        pixels = self.mv_pose_embed(images, rays[:, :, 0], rays[:, :, 1])
+        n_batch, n_views = pixels.shape[:2]
+        tokens = patch_tokens(pixels.flatten(0, 1), self.patch_emb)
+        return tokens.view(n_batch, n_views, *tokens.shape[1:])
 
     def get_multiview_pcl_dataset(self, batch: Any, options: Optional[AttrDict] = None,
                                   inner_batch_size: Optional[int] = None, use_distance: bool = True, *,
@@ -238,13 +276,10 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
                                     self.max_depth, use_distance)
 
 
-def _check_dataset_options(dataset: str, fps_method: str, use_depth: bool, use_pointconv: bool,
-                   inner_batch_size: Union[int, Sequence[int]]) -> None:
+def _check_dataset_options(dataset: str, use_depth: bool, inner_batch_size: Union[int, Sequence[int]]) -> None:
     """Raise a ValueError naming the option when `PointCloudPerceiverChannelsEncoder` options do not fit."""
     if dataset not in DATASETS:
         raise ValueError(f"cross_attention_dataset={dataset!r} is unknown; valid: {sorted(DATASETS)}")
-    if use_pointconv and fps_method != "first":
-        raise ValueError("use_pointconv needs fps_method='first' (points given in farthest-point order)")
     if "multiview_pcl" in dataset and not use_depth:
         raise ValueError(f"cross_attention_dataset={dataset!r} places pixels by their depth; it needs use_depth=True")
     sizes = (inner_batch_size,) if isinstance(inner_batch_size, int) else tuple(inner_batch_size)

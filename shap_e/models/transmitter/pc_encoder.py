@@ -15,7 +15,7 @@ from shap_e.models.generation.transformer import Transformer
 from shap_e.models.transmitter.base import VectorEncoder, check_options
 from shap_e.models.transmitter.batch import points_of
 from shap_e.models.transmitter.point_inputs import POS_EMBS, PointCloudInputs, add_readout, n_unrolls, run_unrolls
-from shap_e.models.nn.encoding import posenc_nerf
+from shap_e.models.nn.encoding import PosEmbLinear
 from shap_e.util.collections import AttrDict
 
 __all__ = ["PerceiverEncoder", "PointCloudPerceiverEncoder", "PointCloudTransformerEncoder"]
@@ -42,23 +42,20 @@ class PointCloudTransformerEncoder(VectorEncoder):
             raise ValueError(f"pos_emb={pos_emb!r} is unknown; valid: {list(POS_EMBS)}")
         token_width = _token_width(d_latent, latent_ctx)
         self.input_channels, self.n_ctx, self.latent_ctx = input_channels, n_ctx, latent_ctx
-        self.pos_emb_version = pos_emb
         self.ln_pre = nn.LayerNorm(width, device=device, dtype=dtype)
         self.backbone = Transformer(device=device, dtype=dtype, n_ctx=n_ctx + latent_ctx, width=width, layers=layers,
                                     heads=heads, init_scale=init_scale)
         self.ln_post = nn.LayerNorm(width, device=device, dtype=dtype)
         self.output_tokens = nn.Parameter(torch.empty(latent_ctx, width, device=device, dtype=dtype))
         nn.init.normal_(self.output_tokens)
-        self.input_proj = nn.Linear(input_channels * (31 if pos_emb == "nerf" else 1), width, device=device,
-                                    dtype=dtype)
+        self.input_proj = PosEmbLinear(pos_emb, input_channels, width, device=device, dtype=dtype)
         self.output_proj = nn.Linear(width, token_width, device=device, dtype=dtype)
 
     def encode_to_vector(self, batch: Any, options: Optional[AttrDict] = None, *,
                          generator: Optional[torch.Generator] = None) -> torch.Tensor:
         """`[batch, d_latent]`."""
         check_options(options)
-        points = points_of(batch).permute(0, 2, 1)
-        h = self.input_proj(posenc_nerf(points, 0, 15) if self.pos_emb_version == "nerf" else points)
+        h = self.input_proj(points_of(batch).permute(0, 2, 1))
         h = torch.cat([h, self.output_tokens[None].expand(len(h), -1, -1)], dim=1)
         h = self.ln_post(self.backbone(self.ln_pre(h)))
         return self.output_proj(h[:, -self.latent_ctx :]).flatten(1)

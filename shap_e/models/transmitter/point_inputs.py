@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from shap_e.models.nn.encoding import posenc_nerf
+from shap_e.models.nn.encoding import PosEmbLinear
 from shap_e.models.transmitter.batch import (
     MultimodalBatch, as_multimodal_batch, camera_vectors, depths_to_tensor, normalise_depths, views_to_tensor,
 )
@@ -28,7 +28,7 @@ __all__ = [
     "sample_fps", "sample_pcl_fps",
 ]
 
-POS_EMBS = (None, "nerf")
+POS_EMBS = (None, "nerf", "v1")
 
 
 @dataclass
@@ -122,11 +122,10 @@ class PointCloudInputs(ViewInputs):
             raise ValueError(f"fps_method={fps_method!r} is unknown; valid: ['first', 'fps']")
         if pos_emb not in POS_EMBS:
             raise ValueError(f"pos_emb={pos_emb!r} is unknown; valid: {list(POS_EMBS)}")
-        self.fps_method, self.input_channels, self.pos_emb_version = fps_method, input_channels, pos_emb
+        self.fps_method, self.input_channels = fps_method, input_channels
         self.image_size, self.patch_size, self.pose_dropout = image_size, patch_size, pose_dropout
         self.use_depth, self.max_depth = use_depth, max_depth
-        width = input_channels * (31 if pos_emb == "nerf" else 1)
-        self.input_proj = nn.Linear(width, self.width, device=self.device, dtype=self.dtype)
+        self.input_proj = PosEmbLinear(pos_emb, input_channels, self.width, device=self.device, dtype=self.dtype)
 
     def init_multiview_patches(self, n_views: int) -> None:
         """`pos_emb` (one per patch of `n_views` views), `patch_emb` (colours, and depth with
@@ -143,8 +142,8 @@ class PointCloudInputs(ViewInputs):
                                         nn.Linear(width, 2 * width, device=device, dtype=dtype))
 
     def project_points(self, points: torch.Tensor) -> torch.Tensor:
-        """`[batch, n_points, input_channels]` -> `[batch, n_points, width]` (`pos_emb` then `input_proj`)."""
-        return self.input_proj(posenc_nerf(points, 0, 15) if self.pos_emb_version == "nerf" else points)
+        """`[batch, n_points, input_channels]` -> `[batch, n_points, width]` (encoded by `pos_emb`, projected)."""
+        return self.input_proj(points)
 
     def sample_pcl_fps(self, points: torch.Tensor) -> torch.Tensor:
         """`[batch, n_points, channels]` -> the first `data_ctx` points in farthest-point order."""

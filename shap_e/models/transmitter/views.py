@@ -2,7 +2,7 @@
 
 Two embeddings of a view: the release's "multiview point cloud" (every opaque pixel is the surface
 point its depth puts on the camera ray, NeRF-encoded with its colour and the ray origin, then a 3x3
-conv), and the plain "multiview" patches of colours (and depth) modulated by an embedding of the
+conv: `shap_e.models.nn.encoding.MultiviewPointCloudEmbedding`), and the plain "multiview" patches of colours (and depth) modulated by an embedding of the
 camera. Both end in a patchify conv: `[batch, n_views, n_patches, width]` tokens, row-major patches.
 """
 from typing import Optional
@@ -10,45 +10,29 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from shap_e.models.nn.encoding import posenc_nerf
+from shap_e.models.nn.encoding import MultiviewPointCloudEmbedding
 from shap_e.models.transmitter.batch import MultimodalBatch
 from shap_e.util.rng import draw_device
 
-__all__ = ["POSENC_WIDTH", "MultiviewPointEmbed", "encode_multiview_pcl", "encode_views", "patch_tokens"]
+__all__ = ["encode_multiview_pcl", "encode_views", "patch_tokens", "surface_points"]
 
-POSENC_WIDTH = 3 * (1 + 2 * 15)  # NeRF posenc of a 3-vector, degrees 0..14
 # Images per call of the per-pixel embedding: its full-size features are 1.5 GB per 20 release views.
 VIEW_CHUNK = 4
 
 
-class MultiviewPointEmbed(nn.Conv2d):
-    """3x3 conv over per-pixel (colour, ray origin, surface point) NeRF features; `unk_token` fills
-    pixels without an opaque surface (`alpha < 0.999`)."""
+def surface_points(depths: torch.Tensor, rays: torch.Tensor, cam_z: torch.Tensor, max_depth: float,
+                   use_distance: bool = True) -> torch.Tensor:
+    """`[n, S, S, 3]`: the point each pixel's depth puts on its ray (docs/behaviour.md#multiview-features).
 
-    def __init__(self, out_channels: int, device: Optional[torch.device] = None, dtype: Optional[torch.dtype] = None):
-        super().__init__(3 * POSENC_WIDTH, out_channels, kernel_size=3, stride=1, padding=1, device=device, dtype=dtype)
-        self.unk_token = nn.Parameter(torch.empty(3 * POSENC_WIDTH, device=device, dtype=dtype))
-        nn.init.normal_(self.unk_token, std=0.01)
-
-    def pixel_features(self, views: torch.Tensor, depths: torch.Tensor, alphas: torch.Tensor, rays: torch.Tensor,
-                       cam_z: torch.Tensor, max_depth: float, use_distance: bool = True) -> torch.Tensor:
-        """Per-pixel features `[n, 279, S, S]` of `n` images (docs/behaviour.md#multiview-features).
-
-        views `[n, 3, S, S]` in [-1, 1], z-depths and alphas `[n, 1, S, S]`, rays `[n, S, S, 2, 3]`
-        (origin, unit direction), cam_z `[n, 3]`. `use_distance=False` puts the point at the depth
-        along the ray instead of converting z-depth to distance (the reference's "incorrect" variant).
-        """
-        origin, direction = rays[..., 0, :], rays[..., 1, :]
-        depth = depths.clamp(max=max_depth).permute(0, 2, 3, 1)
-        if use_distance:
-            depth = depth / torch.sum(direction * cam_z[:, None, None], dim=-1, keepdim=True)
-        position = origin + direction * depth
-        colour = views.permute(0, 2, 3, 1)
-        features = torch.cat([posenc_nerf(colour, 0, 15), posenc_nerf(origin, 0, 15), posenc_nerf(position, 0, 15)],
-                             dim=-1)
-        mask = alphas.permute(0, 2, 3, 1) >= 0.999
-        features = torch.where(mask, features, self.unk_token.to(features.dtype))
-        return features.permute(0, 3, 1, 2)
+    z-depths `[n, 1, S, S]` (clamped to `max_depth`), rays `[n, S, S, 2, 3]` (origin, unit direction),
+    cam_z `[n, 3]`. `use_distance=False` puts the point at the depth along the ray instead of
+    converting z-depth to distance (the reference's "incorrect" variant).
+    """
+    origin, direction = rays[..., 0, :], rays[..., 1, :]
+    depth = depths.clamp(max=max_depth).permute(0, 2, 3, 1)
+    if use_distance:
+        depth = depth / torch.sum(direction * cam_z[:, None, None], dim=-1, keepdim=True)
+    return origin + direction * depth
 
 
 def patch_tokens(images: torch.Tensor, patch_emb: nn.Conv2d) -> torch.Tensor:
@@ -68,7 +52,12 @@ def _check_renders(batch: MultimodalBatch, image_size: int, needs_alphas: bool) 
                          f"of that resolution, got views {list(batch.views.shape)}, cameras {batch.cameras.width} px")
 
 
-def encode_multiview_pcl(batch: MultimodalBatch, embed: MultiviewPointEmbed, patch_emb: nn.Conv2d, image_size: int,
+def _maps(x: torch.Tensor) -> torch.Tensor:
+    """`[n, S, S, c]` per-pixel vectors -> `[n, 1, c, S, S]` maps (one view per image)."""
+    return x.permute(0, 3, 1, 2)[:, None]
+
+
+def encode_multiview_pcl(batch: MultimodalBatch, embed: MultiviewPointCloudEmbedding, patch_emb: nn.Conv2d, image_size: int,
                          max_depth: float, use_distance: bool = True) -> torch.Tensor:
     """`[batch, n_views, n_patches, width]` multiview point-cloud tokens (docs/behaviour.md#multiview-features).
 
@@ -85,9 +74,9 @@ def encode_multiview_pcl(batch: MultimodalBatch, embed: MultiviewPointEmbed, pat
     tokens = []
     for s in range(0, n_images, VIEW_CHUNK):
         e = s + VIEW_CHUNK
-        pixels = embed.pixel_features(views[s:e], depths[s:e], alphas[s:e], rays[s:e], cam_z[s:e], max_depth,
-                                      use_distance)
-        tokens.append(patch_tokens(embed(pixels), patch_emb))
+        position = surface_points(depths[s:e], rays[s:e], cam_z[s:e], max_depth, use_distance)
+        pixels = embed(views[s:e, None], _maps(rays[s:e, ..., 0, :]), _maps(position), alphas[s:e, None] >= 0.999)
+        tokens.append(patch_tokens(pixels[:, 0], patch_emb))
     tokens = torch.cat(tokens)
     return tokens.view(n_batch, n_views, *tokens.shape[1:])
 

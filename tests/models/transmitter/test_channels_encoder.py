@@ -151,3 +151,25 @@ def test_sample_fps_picks_far_apart_points_and_keeps_their_channels():
     assert sample_pcl_fps(example, 2, "fps").shape == (1, 2, 5)
     with pytest.raises(ValueError, match="n_points >= n_samples=200"):
         sample_fps(example, 200)
+
+
+def test_dense_pose_views_embed_every_pixel_with_its_ray():
+    model = encoder(cross_attention_dataset="dense_pose_multiview", inner_batch_size=3, use_depth=True)
+    assert model.patch_emb.in_channels == 8 and not hasattr(model, "mv_pcl_embed")
+    batch = tiny_batch()
+    tokens = model.encode_dense_pose_views(batch)
+    assert tokens.shape == (2, 3, 4, 16)
+    rays, _ = model.dense_pose_cameras_to_tensor(batch.cameras)
+    images = torch.cat([batch.views, batch.depths.clamp(max=5.0) / 5.0 * 2 - 1], dim=2)
+    rays = rays.permute(0, 1, 4, 5, 2, 3)
+    pixels = model.mv_pose_embed(images, rays[:, :, 0], rays[:, :, 1])
+    torch.testing.assert_close(tokens[0, 1], model.patch_emb(pixels[0, 1]).flatten(1).T)
+    assert model.encode_to_channels(batch, generator=torch.Generator().manual_seed(0)).shape == (2, 6, 8)
+
+
+def test_point_convolutions_around_farthest_point_samples():
+    model = encoder(use_pointconv=True, fps_method="fps", pointconv_samples=8, pointconv_patch_size=2)
+    assert model.point_conv.fps_method == "fps"
+    out = model.encode_to_channels(tiny_batch(), generator=torch.Generator().manual_seed(0))
+    again = model.encode_to_channels(tiny_batch(), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(out, again)
