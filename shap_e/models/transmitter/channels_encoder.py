@@ -25,7 +25,7 @@ from shap_e.models.nn.encoding import MultiviewPointCloudEmbedding, MultiviewPos
 from shap_e.models.nn.ops import PointSetEmbedding
 from shap_e.models.transmitter.base import ChannelsEncoder, check_options
 from shap_e.models.transmitter.batch import (
-    alphas_to_tensor, cameras_to_projective, depths_to_tensor, normalise_depths, points_of,
+    alphas_to_tensor, cameras_to_projective, depths_to_tensor, points_of,
 )
 from shap_e.models.transmitter.point_inputs import (
     DatasetIterator, PointCloudInputs, add_readout, n_unrolls, run_unrolls, sample_fps, sample_pcl_fps,
@@ -239,11 +239,7 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
         """`[batch, n_views, n_patches, width]`: patches of per-pixel (colour, depth with `use_depth`,
         ray origin, ray direction) features."""
         batch = self.as_batch(batch)
-        if batch.views is None or batch.cameras is None or (self.use_depth and batch.depths is None):
-            raise ValueError("the batch needs views and cameras (and depths with use_depth) for dense-pose views")
-        images = batch.views
-        if self.use_depth:
-            images = torch.cat([images, normalise_depths(batch.depths, self.max_depth)], dim=2)
+        images = self.view_images(batch)
         rays, _ = self.dense_pose_cameras_to_tensor(batch.cameras)
         rays = rays.to(images).permute(0, 1, 4, 5, 2, 3)  # [batch, n_views, 2, 3, S, S]
         pixels = self.mv_pose_embed(images, rays[:, :, 0], rays[:, :, 1])

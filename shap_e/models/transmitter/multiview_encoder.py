@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from shap_e.models.generation.transformer import Transformer
 from shap_e.models.transmitter.base import VectorEncoder, check_options
-from shap_e.models.transmitter.batch import camera_vectors, normalise_depths
+from shap_e.models.transmitter.batch import camera_vectors
 from shap_e.models.transmitter.point_inputs import ViewInputs
 from shap_e.models.transmitter.views import patch_tokens
 from shap_e.util.collections import AttrDict
@@ -58,11 +58,7 @@ class MultiviewTransformerEncoder(ViewInputs, VectorEncoder):
         the learned tokens; the transformer's last `latent_ctx` outputs, projected and flattened."""
         check_options(options)
         batch = self.as_batch(batch)
-        if batch.views is None or batch.cameras is None or (self.use_depth and batch.depths is None):
-            raise ValueError("the batch needs views and cameras (and depths with use_depth)")
-        images = batch.views
-        if self.use_depth:
-            images = torch.cat([images, normalise_depths(batch.depths, self.max_depth)], dim=2)
+        images = self.view_images(batch)
         n_batch, n_views = images.shape[:2]
         if n_views != self.num_views:
             raise ValueError(f"the batch has {n_views} views; this encoder reads num_views={self.num_views}")

@@ -92,12 +92,21 @@ def sample_fps(example: torch.Tensor, n_samples: int) -> torch.Tensor:
 
 class ViewInputs:
     """The official batch conversions (`views_to_tensor`, ...) of the encoders that read renders;
-    they read `image_size` and `max_depth`."""
+    they read `image_size`, `max_depth` and `use_depth`."""
 
     def as_batch(self, batch: Any) -> MultimodalBatch:
         """A `MultimodalBatch` of `batch` (an official `AttrDict` is converted once,
         docs/behaviour.md#multiview-features)."""
         return as_multimodal_batch(batch, self.image_size, self.max_depth)
+
+    def view_images(self, batch: MultimodalBatch) -> torch.Tensor:
+        """`[batch, n_views, 3 (+1 with use_depth), S, S]`: the views, and with `use_depth` their depths
+        clamped to `max_depth` and mapped to [-1, 1] as a fourth channel."""
+        if batch.views is None or batch.cameras is None or (self.use_depth and batch.depths is None):
+            raise ValueError("the batch needs views and cameras (and depths with use_depth) for this encoder")
+        if not self.use_depth:
+            return batch.views
+        return torch.cat([batch.views, normalise_depths(batch.depths, self.max_depth)], dim=2)
 
     def views_to_tensor(self, views: Any) -> torch.Tensor:
         """`[batch, n_views, 3, image_size, image_size]` in [-1, 1]."""
@@ -186,11 +195,7 @@ class PointCloudInputs(ViewInputs):
         """`[batch, n_views, n_patches, width]`: patches of the views (and normalised depths with
         `use_depth`), scaled and shifted by their cameras' embedding."""
         batch = self.as_batch(batch)
-        if batch.views is None or batch.cameras is None or (self.use_depth and batch.depths is None):
-            raise ValueError("the batch needs views and cameras (and depths with use_depth) for the multiview dataset")
-        images = batch.views
-        if self.use_depth:
-            images = torch.cat([images, normalise_depths(batch.depths, self.max_depth)], dim=2)
+        images = self.view_images(batch)
         dropout = self.pose_dropout if self.training else 0.0
         return encode_views(images, camera_vectors(batch.cameras), self.patch_emb, self.camera_emb, dropout, generator)
 

@@ -1,7 +1,4 @@
 """shap_e/models/transmitter/base.py and batch.py: the official AttrDict batch, encoders and decoders."""
-from dataclasses import dataclass
-
-import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -9,23 +6,10 @@ from PIL import Image
 from shap_e.models.configs import model_from_config
 from shap_e.models.transmitter.base import ChannelsDecoder, Transmitter, VectorDecoder, meta_param_shapes
 from shap_e.models.transmitter.batch import MultimodalBatch, as_multimodal_batch
+from shap_e.rendering.view_data import ProjectiveCamera
 from shap_e.util.collections import AttrDict
 
 LATENT_ATOL = 2e-3  # the golden README's acceptance for encoder latents (see tests/models/test_transmitter.py)
-
-
-@dataclass
-class NumpyCamera:
-    """What the official batch holds: numpy frame vectors and intrinsics (like rendering.view_data's camera)."""
-
-    origin: np.ndarray
-    x: np.ndarray
-    y: np.ndarray
-    z: np.ndarray
-    width: int
-    height: int
-    x_fov: float
-    y_fov: float
 
 
 def official_batch(e) -> AttrDict:
@@ -35,8 +19,8 @@ def official_batch(e) -> AttrDict:
     n_batch, n_views = inp["depths"].shape[:2]
 
     def camera(b, v):
-        return NumpyCamera(*(cam[k][b, v].numpy() for k in ("origin", "x", "y", "z")), cam["width"], cam["height"],
-                           cam["x_fov"], cam["y_fov"])
+        return ProjectiveCamera(*(cam[k][b, v].numpy() for k in ("origin", "x", "y", "z")), cam["width"],
+                                cam["height"], cam["x_fov"], cam["y_fov"])
 
     return AttrDict(
         points=inp["points"],
