@@ -9,7 +9,8 @@ from shap_e.models.transmitter.batch import MultimodalBatch, as_multimodal_batch
 from shap_e.rendering.view_data import ProjectiveCamera
 from shap_e.util.collections import AttrDict
 
-LATENT_ATOL = 2e-3  # the golden README's acceptance for encoder latents (see tests/models/test_transmitter.py)
+# The golden README's acceptance for encoder latents (see test_transmitter_golden.py).
+LATENT_ATOL = 2e-3
 
 
 def official_batch(e) -> AttrDict:
