@@ -7,11 +7,12 @@ queries; default the ray batch size).
 
 Options (`OPTIONS`): `rendering_mode` ("stf", default, or "nerf"), `render_with_direction`
 (default True, as the official renderer; the notebooks pass False), `render_background` (default
-True), and three of this package: `mesh_mode` ("exact", default here: every grid sample, so `fields`,
+True), and four of this package: `mesh_mode` ("exact", default here: every grid sample, so `fields`,
 `raw_signed_distance` and `raw_density` are the official ones; "fast" gives the same mesh from a
-narrow band), `query_dtype` (None or torch.bfloat16) and `reference_queries` (NeRF: re-query every
+narrow band), `query_dtype` (None or torch.bfloat16), `reference_queries` (NeRF: re-query every
 sample as the official code; the default skips rays that miss the box, whose raw outputs then read
-0). The official gradient-checkpointing flags are accepted and have no effect on the result.
+0) and `rasterizer` (STF views: "torch", default, or "pytorch3d" where it is installed). The official
+gradient-checkpointing flags are accepted and have no effect on the result.
 """
 from typing import Any, Mapping, Optional
 
@@ -31,6 +32,7 @@ OPTIONS = {
     "mesh_mode": "exact",
     "query_dtype": None,
     "reference_queries": False,
+    "rasterizer": "torch",
     "checkpoint_render": False,
     "checkpoint_nerf_mlp": False,
     "checkpoint_stf_model": False,
@@ -73,7 +75,7 @@ def render_views(renderer, batch: Mapping[str, Any], params=None, options=None) 
         render_with_direction=bool(options.render_with_direction) and options.rendering_mode == "nerf",
         ray_batch_size=ray_batch_size, query_batch_size=batch.get("query_batch_size"),
         mesh_mode=options.mesh_mode, reference_queries=options.reference_queries, query_dtype=options.query_dtype,
-        render_background=options.render_background,
+        render_background=options.render_background, rasterizer=options.rasterizer,
     )
     fields = {name: value for name, value in vars(out).items() if value is not None and name != "meshes"}
     result = AttrDict(fields)
