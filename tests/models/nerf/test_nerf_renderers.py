@@ -7,7 +7,6 @@ import torch.nn as nn
 
 from shap_e.models.nerf.model import NeRFModel, VoidNeRFModel
 from shap_e.models.nerf.renderer import OneStepNeRFRenderer, TwoStepNeRFRenderer
-from shap_e.models.nerstf.renderer import build_renderer
 from shap_e.models.nn.camera import camera_batch
 from shap_e.models.volume import BoundingBoxVolume, SphericalVolume
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
@@ -46,12 +45,9 @@ class Homogeneous(nn.Module, NeRFModel):
 
 
 @pytest.fixture(scope="module")
-def golden_field(golden):
+def golden_field(golden, golden_renderer):
     f = golden("f")
-    renderer = build_renderer(f["config"]["transmitter"]["renderer"])
-    state = {k[len("renderer."):]: v for k, v in f["state_dict"].items() if k.startswith("renderer.")}
-    renderer.load_state_dict(state, strict=True)
-    return renderer, renderer.mlp_params(f["outputs"]["params"]), f
+    return golden_renderer, golden_renderer.mlp_params(f["outputs"]["params"]), f
 
 
 def _golden_cameras(f):

@@ -4,7 +4,6 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from shap_e.models.nerstf.renderer import build_renderer
 from shap_e.models.nn.camera import DifferentiableCamera, DifferentiableCameraBatch, camera_batch
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
 from shap_e.rendering.torch_mesh import TorchMesh
@@ -19,12 +18,9 @@ ATOL = {"channels": 2e-2, "channels_coarse": 2e-2, "raw_signed_distance": 5e-3}
 
 
 @pytest.fixture(scope="module")
-def setup(golden):
+def setup(golden, golden_renderer):
     f = golden("f")
-    renderer = build_renderer(f["config"]["transmitter"]["renderer"])
-    state = {k[len("renderer."):]: v for k, v in f["state_dict"].items() if k.startswith("renderer.")}
-    renderer.load_state_dict(state, strict=True)
-    return renderer, f["outputs"]["params"], f
+    return golden_renderer, f["outputs"]["params"], f
 
 
 def _cameras(f) -> DifferentiableCameraBatch:

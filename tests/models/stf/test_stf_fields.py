@@ -3,7 +3,6 @@ import pytest
 import torch
 import torch.nn as nn
 
-from shap_e.models.nerstf.renderer import build_renderer
 from shap_e.models.nn.camera import camera_batch
 from shap_e.models.nn.encoding import encode_position, maybe_encode_direction
 from shap_e.models.nn.meta import MetaModule
@@ -94,10 +93,9 @@ def test_specular_light_is_named_as_ignored_by_the_torch_rasteriser():
                               channel_scale=torch.tensor([1.0, 1.0, 1.0]))
 
 
-def test_render_views_from_stf_of_the_nerstf_field_is_the_official_stf_output(golden):
+def test_render_views_from_stf_of_the_nerstf_field_is_the_official_stf_output(golden, golden_renderer):
     f = golden("f")
-    renderer = build_renderer(f["config"]["transmitter"]["renderer"])
-    renderer.load_state_dict({k[len("renderer."):]: v for k, v in f["state_dict"].items() if k.startswith("renderer.")})
+    renderer = golden_renderer
     params = renderer.mlp_params(f["outputs"]["params"])
 
     def nerstf_fn(query, query_batch_size=4096):
