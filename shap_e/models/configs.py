@@ -6,12 +6,17 @@ keyword arguments of the official release (`shap_e/configs/*.yaml`), plus `name`
 list the valid ones.
 """
 import inspect
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Union
 
 import torch
 import torch.nn as nn
 
 from shap_e.models.generation.latent_diffusion import SplitVectorDiffusion
+from shap_e.models.nerf.model import MLPNeRFModel, VoidNeRFModel
+from shap_e.models.nerf.renderer import OneStepNeRFRenderer, TwoStepNeRFRenderer
+from shap_e.models.stf.mlp import MLPSDFModel, MLPTextureFieldModel
+from shap_e.models.stf.renderer import STFRenderer
+from shap_e.models.volume import BoundingBoxVolume, SphericalVolume, UnboundedVolume
 from shap_e.models.generation.perceiver import PointDiffusionPerceiver
 from shap_e.models.generation.pooled_mlp import PooledMLP
 from shap_e.models.generation.transformer import (
@@ -166,6 +171,20 @@ def _decoder(cls: type) -> Builder:
     return build
 
 
+def _nested(cls: type, model_keys: Tuple[str, ...]) -> Builder:
+    """A builder of `cls` whose `model_keys` entries (those given) are model configs, built first."""
+
+    def build(config: Dict[str, Any], device) -> nn.Module:
+        check_keys(config, constructor_keys(cls) | {"name"}, cls.__name__)
+        kwargs = {k: v for k, v in config.items() if k != "name"}
+        for key in model_keys:
+            if kwargs.get(key) is not None:
+                kwargs[key] = model_from_config(_sub_config(config, key, cls.__name__), device)
+        return cls(device=device, **kwargs)
+
+    return build
+
+
 def _renderer(config: Dict[str, Any], device) -> nn.Module:
     from shap_e.models.nerstf.renderer import build_renderer
 
@@ -191,6 +210,21 @@ MODEL_BUILDERS: Dict[str, Builder] = {
     "PointCloudTransformerEncoder": _constructor(PointCloudTransformerEncoder),
     "MultiviewTransformerEncoder": _constructor(MultiviewTransformerEncoder),
     "NeRSTFRenderer": _renderer,
+    "VoidNeRFModel": _constructor(VoidNeRFModel),
+    "MLPNeRFModel": _constructor(MLPNeRFModel),
+    "MLPSDFModel": _constructor(MLPSDFModel),
+    "MLPTextureFieldModel": _constructor(MLPTextureFieldModel),
+    "BoundingBoxVolume": _constructor(BoundingBoxVolume),
+    "SphericalVolume": _constructor(SphericalVolume),
+    "UnboundedVolume": _constructor(UnboundedVolume),
+    "OneStepNeRFRenderer": _nested(
+        OneStepNeRFRenderer, ("void_model", "foreground_model", "background_model", "volume", "outer_volume")
+    ),
+    "TwoStepNeRFRenderer": _nested(TwoStepNeRFRenderer, (
+        "void_model", "fine_model", "coarse_model", "coarse_background_model", "fine_background_model", "volume",
+        "outer_volume",
+    )),
+    "STFRenderer": _nested(STFRenderer, ("sdf", "tf", "volume")),
 }
 
 
