@@ -85,6 +85,9 @@ class PointCloudTransformerChannelsEncoder(TransformerChannelsEncoder):
 
 
 class PerceiverChannelsEncoder(ChannelsEncoder):
+    # A subclass that sets this draws `output_tokens` itself, after its own input layers.
+    DRAWS_TOKENS_LAST = False
+
     """`data_ctx + latent_ctx` tokens (`get_h_and_iterator`) cross-attend to one chunk of each dataset
     (one `SimplePerceiver` of `xattn_layers` blocks per inner batch size), then self-attend
     (`layers - xattn_layers` blocks), once per unroll; the last `latent_ctx` tokens are the latent.
@@ -117,7 +120,7 @@ class PerceiverChannelsEncoder(ChannelsEncoder):
         )
         self.processor = Transformer(device=device, dtype=dtype, n_ctx=n_ctx, layers=layers - xattn_layers,
                                      width=width, heads=heads, init_scale=init_scale)
-        add_readout(self, width, self.latent_ctx, d_latent)
+        add_readout(self, width, self.latent_ctx, d_latent, draw_tokens=not self.DRAWS_TOKENS_LAST)
 
     @abstractmethod
     def get_h_and_iterator(self, batch: Any, options: Optional[AttrDict] = None, *,
@@ -140,6 +143,9 @@ class PerceiverChannelsEncoder(ChannelsEncoder):
 class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEncoder):
     """The release's encoder (docs/behaviour.md#transmitter-encoder); see the module docstring.
 
+    Its layers draw their random initial values in the order the package always used (the query
+    tokens last), so that a seeded training run gives the same weights.
+
     cross_attention_dataset: `pcl` (points), `multiview` (patches of the views, modulated by their
         cameras), `dense_pose_multiview` (patches of the views with every pixel's ray),
         `multiview_pcl` (the views as point clouds) or `pcl_and_multiview_pcl` (points and views as
@@ -149,6 +155,8 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
     use_pointconv: data tokens from point convolutions around the first `data_ctx` points, instead of
         the projected points themselves.
     """
+
+    DRAWS_TOKENS_LAST = True
 
     def __init__(self, *, cross_attention_dataset: str = "pcl", fps_method: str = "fps", input_channels: int = 6,
                  pos_emb: Optional[str] = None, image_size: int = 256, patch_size: int = 32, pose_dropout: float = 0.0,
@@ -174,6 +182,7 @@ class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEnco
             self.init_multiview_patches(self.inner_batch_size[0])
         elif self.use_views:
             self._init_pixel_embedding(cross_attention_dataset, use_depth)
+        nn.init.normal_(self.output_tokens)
 
     def _init_pixel_embedding(self, dataset: str, use_depth: bool) -> None:
         """The per-pixel embedding of the views (3x3 conv to `width / 2` channels) and `patch_emb`."""

@@ -200,14 +200,16 @@ class PointCloudInputs(ViewInputs):
         return encode_views(images, camera_vectors(batch.cameras), self.patch_emb, self.camera_emb, dropout, generator)
 
 
-def add_readout(module: nn.Module, width: int, latent_ctx: int, out_features: int) -> None:
+def add_readout(module: nn.Module, width: int, latent_ctx: int, out_features: int, draw_tokens: bool = True) -> None:
     """`ln_pre`, `ln_post`, the `latent_ctx` learned query tokens `output_tokens` (N(0, 1)) and
-    `output_proj` (width -> out_features) of a perceiver or transformer encoder."""
+    `output_proj` (width -> out_features) of a perceiver or transformer encoder. With
+    `draw_tokens=False` the tokens are left for the caller to draw (`nn.init.normal_`) later."""
     device, dtype = module.device, module.dtype
     module.ln_pre = nn.LayerNorm(width, device=device, dtype=dtype)
     module.ln_post = nn.LayerNorm(width, device=device, dtype=dtype)
     module.output_tokens = nn.Parameter(torch.empty(latent_ctx, width, device=device, dtype=dtype))
-    nn.init.normal_(module.output_tokens)
+    if draw_tokens:
+        nn.init.normal_(module.output_tokens)
     module.output_proj = nn.Linear(width, out_features, device=device, dtype=dtype)
 
 
