@@ -99,16 +99,15 @@ class Handlers:
 
     def text_to_3d(self, prompt: str, model: str, seed: int, random_seed: bool, guidance: float, preset: str,
                    samples: int, grid_size: int, request: gr.Request, progress=gr.Progress()) -> Panel:
-        sample = sample_request("text", prompt or "", model, seed, random_seed, guidance, preset, samples,
-                                      grid_size)
+        sample = sample_request("text", prompt or "", model, seed, random_seed, guidance, preset, samples, grid_size)
         return self._sample("text", sample, request, progress)
 
     def image_to_3d(self, picture: Optional[str], model: str, seed: int, random_seed: bool, guidance: float,
                     preset: str, samples: int, grid_size: int, request: gr.Request, progress=gr.Progress()) -> Panel:
         try:
             path = self._upload(picture, PICTURE_TYPES, "picture")
-            sample = sample_request("image", str(path), model, seed, random_seed, guidance, preset,
-                                          samples, grid_size)
+            sample = sample_request("image", str(path), model, seed, random_seed, guidance, preset, samples,
+                                    grid_size)
         except InputError as error:
             raise gr.Error(str(error), print_exception=False) from None
         return self._sample("image", sample, request, progress)
@@ -162,7 +161,7 @@ class Handlers:
                 raise InputError("the encoded latent has expired (shap-e app --keep-minutes); encode the mesh again")
             model = self.backend.variation_model(transmitter)
             sample = sample_request("text", prompt or "", model, seed, random_seed, None, "default", samples,
-                                          grid_size, init_latent=Path(latent), init_strength=strength)
+                                    grid_size, init_latent=Path(latent), init_strength=strength)
         except ValueError as error:
             raise gr.Error(public_message(error), print_exception=False) from None
         return self._sample("encode", sample, request, progress)

@@ -1,7 +1,7 @@
 """One `shap-e app` server for the app tests: a subprocess on a free port with the bundled models,
 one torch thread, no official weights and its own temporary folder; and the CLI's reference files.
 
-Gradio and gradio_client come with the `[app]` extra (and `[dev]`); without them the tests skip.
+Gradio and gradio_client come with the `[app]` extra (and `[dev]`); without them the server tests skip.
 """
 import os
 import signal
@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("gradio_client", reason="the web app tests need the [app] extra (gradio)")
 
 START_TIMEOUT_S = 180
 MAX_UPLOAD_MB = 1
@@ -59,6 +57,7 @@ def wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
 @pytest.fixture(scope="session")
 def app_server(tmp_path_factory):
     """The running server; on teardown it is stopped with SIGTERM and must leave no temporary files."""
+    pytest.importorskip("gradio", reason="the web app needs the [app] extra (gradio)")
     tmp = tmp_path_factory.mktemp("app_tmp")
     log = tmp_path_factory.mktemp("app_log") / "server.log"
     port = free_port()
@@ -85,7 +84,7 @@ def app_server(tmp_path_factory):
 @pytest.fixture
 def client(app_server):
     """A fresh gradio_client session (its own cancel buttons and page state)."""
-    from gradio_client import Client
+    Client = pytest.importorskip("gradio_client").Client
 
     return Client(app_server.url, verbose=False)
 

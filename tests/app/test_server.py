@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import trimesh
 from PIL import Image
 
 from shap_e.cli import main
@@ -77,7 +78,6 @@ def test_image_to_3d_and_the_preview_follow_the_command(client, tmp_path):
 
 
 def test_encode_and_variations_follow_encode_decode_and_text_init_latent(client, tmp_path):
-    import trimesh
     from gradio_client import handle_file
 
     trimesh.creation.box(extents=(0.6, 0.4, 0.3)).export(tmp_path / "box.obj")
@@ -109,7 +109,6 @@ def test_bad_input_comes_back_as_the_pages_one_line_message(client, tmp_path):
     assert app_error(lambda: client.predict(handle_file(str(tmp_path / "photo.png")), "image-small", 0, False, 3.0,
                                             "fast", 1, 32, api_name="/image_to_3d")) == \
         "'photo.png' is not an image Pillow can read"
-    trimesh = pytest.importorskip("trimesh")
     trimesh.PointCloud(np.random.default_rng(0).random((50, 3))).export(tmp_path / "points.ply")
     assert app_error(lambda: client.predict(handle_file(str(tmp_path / "points.ply")), "transmitter-small", 0, 0, 32,
                                             api_name="/encode_mesh")) == \
