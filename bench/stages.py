@@ -27,7 +27,7 @@ TINY_TEXT = {
 
 
 def read_yaml(name: str) -> Dict[str, Any]:
-    from shap_e.models.configs import read_config
+    from shap_e.util.config import read_config
 
     return read_config(CONFIG_DIR / name)
 
@@ -115,7 +115,7 @@ def text_forward(dtype_name: str, eager: bool = False) -> Callable[[Context], Pr
     def setup(ctx: Context) -> Prepared:
         dtype = _autocast_dtype(dtype_name, ctx.device)
         if eager:
-            import shap_e.models.transformer as transformer
+            import shap_e.models.generation.transformer as transformer
 
             transformer.attention = eager_attention  # this stage runs in its own process
         config, model, inputs = _text_setup(ctx)
@@ -232,7 +232,7 @@ def _batch_maker(ctx: Context):
     import tempfile
 
     try:
-        from shap_e.util.data_util import load_or_create_multimodal_batch
+        from shap_e.encoding.batch import load_or_create_multimodal_batch
     except ImportError as e:
         raise StageUnavailable(f"asset loading missing ({e})") from e
     path = _asset_file(tempfile.mkdtemp(prefix="shap_e_bench_"))

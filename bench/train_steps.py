@@ -32,9 +32,9 @@ def transmitter_step(ctx: Context) -> Prepared:
     """One step of `recipes/transmitter-small.yaml` (stage 1: encoder, params projection and decoder),
     built by `transmitter_trainer` as `shap-e train` builds it, on random records of the recipe's sizes."""
     from shap_e.train.run import build_transmitter, transmitter_trainer
-    from shap_e.train.transmitter_targets import AssetTargets
+    from shap_e.encoding.targets import AssetTargets
     from shap_e.train.transmitter_training import AssetRecord
-    from shap_e.util.batch import MultimodalBatch
+    from shap_e.models.transmitter.batch import MultimodalBatch
 
     config = _recipe("transmitter-small")
     if ctx.tiny:

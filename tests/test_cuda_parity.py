@@ -135,7 +135,7 @@ def small_latent(tmp_path_factory):
 
 
 def test_encoder_batch_on_cuda_has_the_cpu_point_cloud_and_views(small_latent):
-    from shap_e.util.data_util import load_or_create_multimodal_batch
+    from shap_e.encoding.batch import load_or_create_multimodal_batch
 
     path = str(small_latent[3])
     sizes = dict(model_path=path, mv_light_mode="basic", seed=0, point_count=1024, random_sample_count=4096,

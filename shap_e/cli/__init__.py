@@ -9,10 +9,9 @@ import warnings
 from typing import List, Optional
 
 from shap_e import __version__
+from shap_e.cli.common import CliError
 
-
-class CliError(Exception):
-    """Bad input: printed as one line, exit status 2."""
+__all__ = ["CliError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _user_facing_warnings(show_other):
     """A `warnings.showwarning` that prints a `PromptTruncatedWarning` as one line for the user and
     hands every other warning to `show_other`."""
-    from shap_e.models.conditioning import PromptTruncatedWarning
+    from shap_e.util.prompt_warnings import PromptTruncatedWarning
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         if issubclass(category, PromptTruncatedWarning):

@@ -1,7 +1,7 @@
 """`shap-e app`: serve the web app (`shap_e.app`) with the command's own generation and writing."""
 import importlib.util
 
-from shap_e.cli.common import pick_device, say
+from shap_e.cli.common import CliError, pick_device, say
 
 INSTALL = 'pip install "shap-e[app]"'
 
@@ -26,8 +26,6 @@ def add_commands(commands) -> None:
 
 
 def run_app(args) -> None:
-    from shap_e.cli import CliError
-
     if importlib.util.find_spec("gradio") is None:
         raise CliError(f"the web app needs Gradio; install it with: {INSTALL}")
     from shap_e.app import AppSettings, serve

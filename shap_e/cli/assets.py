@@ -11,6 +11,7 @@ import torch
 
 from shap_e import __version__
 from shap_e.cli.common import (
+    CliError,
     add_sample_output_options,
     check_sample_output,
     load_latent,
@@ -66,8 +67,6 @@ def run_encode(args) -> None:
 
 
 def check_encode(args) -> None:
-    from shap_e.cli import CliError
-
     if not Path(args.asset).is_file():
         raise CliError(f"asset {args.asset!r} does not exist")
     if args.refine_steps < 0:
@@ -76,7 +75,6 @@ def check_encode(args) -> None:
 
 def encode_asset(args, transmitter, device) -> Path:
     """Encode `args.asset` with the loaded `transmitter` and write the latent to `args.output`."""
-    from shap_e.cli import CliError
     from shap_e.encoding import encode
 
     check_encode(args)
@@ -121,9 +119,9 @@ def decode_latent(args, xm, device) -> Path:
 
 
 def run_render(args) -> None:
-    from shap_e.cli import CliError
+    from shap_e.models.decode import turntable
     from shap_e.models.download import load_model
-    from shap_e.util.notebooks import save_gif, save_mp4, turntable
+    from shap_e.util.animation import save_gif, save_mp4
 
     suffix = Path(args.output).suffix.lower()
     if suffix not in (".gif", ".mp4"):

@@ -5,6 +5,7 @@ the command's own parser and run by the command's own functions (`plan_generatio
 `generate_all`, `encode_asset`, `decode_latent`), so the files equal the command's and the page
 can show the command line that writes them.
 """
+import argparse
 import shlex
 import threading
 from contextlib import contextmanager
@@ -16,8 +17,9 @@ import torch
 from PIL import Image
 
 from shap_e.app.backend import EncodeRequest, Outcome, SampleRequest, StepCallback
-from shap_e.cli import CliError, build_parser
+from shap_e.cli import assets, generate
 from shap_e.cli.assets import check_encode, decode_latent, encode_asset
+from shap_e.cli.common import CliError
 from shap_e.cli.generate import (
     DEFAULT_GUIDANCE,
     OFFICIAL,
@@ -41,7 +43,7 @@ class CliBackend:
 
     def __init__(self, device: torch.device, cache_dir: Optional[str] = None) -> None:
         self.device, self.cache_dir = device, cache_dir
-        self._parser = build_parser()
+        self._parser = command_parser()
         self._lock = threading.Lock()
         self._pipelines: Dict[str, Dict[str, Any]] = {}
         self._transmitters: Dict[str, torch.nn.Module] = {}
@@ -141,6 +143,15 @@ class CliBackend:
                 self._transmitters[name] = loaded.get(name) or load_model(name, device=self.device,
                                                                          cache_dir=self.cache_dir)
             return self._transmitters[name]
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """The `shap-e` parser with the commands the app runs: text, image, encode, decode."""
+    parser = argparse.ArgumentParser(prog="shap-e")
+    commands = parser.add_subparsers(dest="command", required=True)
+    generate.add_commands(commands)
+    assets.add_commands(commands)
+    return parser
 
 
 def _command(argv: List[str]) -> str:

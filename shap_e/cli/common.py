@@ -14,14 +14,16 @@ import torch
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+class CliError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
 def say(message: str) -> None:
     print(message, file=sys.stderr)
 
 
 def pick_device(name: str) -> torch.device:
     """`auto` picks CUDA, then MPS, then the CPU, and says which."""
-    from shap_e.cli import CliError
-
     if name == "auto":
         if torch.cuda.is_available():
             device = torch.device("cuda")
@@ -38,7 +40,6 @@ def pick_device(name: str) -> torch.device:
 
 def choose_model(requested: Optional[str], official: str, small: str, cache_dir: Optional[str]) -> str:
     """The requested model, else the official one if cached, else the small bundled one."""
-    from shap_e.cli import CliError
     from shap_e.models.download import weights_cached
     from shap_e.models.registry import MODELS
 
@@ -61,8 +62,6 @@ def choose_model(requested: Optional[str], official: str, small: str, cache_dir:
 @contextmanager
 def atomic_directory(final: Path) -> Iterator[Path]:
     """Yield a temporary folder beside `final`; it becomes `final` only if the block succeeds."""
-    from shap_e.cli import CliError
-
     parent = final.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -95,8 +94,6 @@ def add_sample_output_options(parser) -> None:
 
 
 def parse_formats(value: str) -> List[str]:
-    from shap_e.cli import CliError
-
     formats = [f.strip().lower() for f in value.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
@@ -105,8 +102,6 @@ def parse_formats(value: str) -> List[str]:
 
 
 def check_sample_output(args) -> None:
-    from shap_e.cli import CliError
-
     if args.grid_size < 8:
         raise CliError("--grid-size must be at least 8")
     if args.render_size < 8:
@@ -120,7 +115,8 @@ def write_sample(xm, latent: torch.Tensor, folder: Path, formats: List[str], met
     :param latent: `[d_latent]`, decoded by the transmitter or decoder `xm`.
     """
     from shap_e.rendering.export import save_mesh, save_textured_glb
-    from shap_e.util.notebooks import decode_latent_mesh, latent_color_fn, save_gif, save_mp4, turntable
+    from shap_e.models.decode import decode_latent_mesh, latent_color_fn, turntable
+    from shap_e.util.animation import save_gif, save_mp4
 
     with atomic_directory(folder) as tmp:
         torch.save(latent.detach().cpu(), tmp / "latent.pt")
@@ -144,8 +140,6 @@ def write_sample(xm, latent: torch.Tensor, folder: Path, formats: List[str], met
 
 def load_latent(path: str) -> torch.Tensor:
     """A `[d_latent]` latent file written by `shap-e encode` or a sample's latent.pt."""
-    from shap_e.cli import CliError
-
     if not Path(path).is_file():
         raise CliError(f"latent file {path!r} does not exist")
     latent = torch.load(path, map_location="cpu", weights_only=True)
@@ -181,7 +175,6 @@ def resolve_init_strength(requested: Optional[float], recommended: Optional[floa
     """The SDEdit strength to sample with: `requested`, else the registry's `recommended`, else 1
     (from noise). Starting from a given latent (`from_latent`) needs `requested`; otherwise a
     strength below 1 needs a prior with a latent head."""
-    from shap_e.cli import CliError
     from shap_e.diffusion.sample import check_strength
 
     if from_latent and requested is None:

@@ -1,7 +1,7 @@
 """`shap-e dataset` (write the procedural dataset) and `shap-e latents` (encode it for a prior)."""
 from pathlib import Path
 
-from shap_e.cli.common import say
+from shap_e.cli.common import CliError, say
 
 
 def add_commands(commands) -> None:
@@ -57,7 +57,6 @@ def add_commands(commands) -> None:
 
 
 def run_dataset(args) -> None:
-    from shap_e.cli import CliError
     from shap_e.data import SPLITS, write_dataset
 
     if args.n < 1:
@@ -69,7 +68,6 @@ def run_dataset(args) -> None:
 
 
 def run_latents(args) -> None:
-    from shap_e.cli import CliError
     from shap_e.models.sentence_encoder import SentenceEncoder
     from shap_e.train.latents import build_latent_dataset
     from shap_e.train.run import build_model, is_config_file, training_device

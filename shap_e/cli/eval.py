@@ -5,6 +5,7 @@ Results go to a JSON file (default `model_cards/eval_<task>_<model>.json`) with 
 from pathlib import Path
 
 from shap_e.cli.common import (
+    CliError,
     add_guidance_max_sigma_option,
     add_init_strength_option,
     add_vertex_placement_option,
@@ -59,8 +60,6 @@ def add_commands(commands) -> None:
 
 
 def _validate(args) -> None:
-    from shap_e.cli import CliError
-
     if args.n < 1:
         raise CliError(f"-n must be at least 1, got {args.n}")
     if args.grid_size < 8 or args.resolution < 8:

@@ -13,6 +13,7 @@ import torch
 
 from shap_e import __version__
 from shap_e.cli.common import (
+    CliError,
     DTYPES,
     add_guidance_max_sigma_option,
     add_init_latent_option,
@@ -87,8 +88,6 @@ def add_sampling_options(parser, kind: str) -> None:
 
 
 def read_prompts(args) -> List[str]:
-    from shap_e.cli import CliError
-
     if args.prompts:
         path = Path(args.prompts)
         if not path.is_file():
@@ -106,8 +105,6 @@ def read_image(path: str):
     the bundled image prior was trained on."""
     from PIL import Image, UnidentifiedImageError
 
-    from shap_e.cli import CliError
-
     try:
         with Image.open(path) as image:
             if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
@@ -122,8 +119,6 @@ def read_image(path: str):
 
 
 def validate(args) -> None:
-    from shap_e.cli import CliError
-
     if args.batch < 1:
         raise CliError("--batch must be at least 1")
     if args.steps is not None and args.steps < 2:
@@ -178,7 +173,6 @@ def unseen_word_notes(name: str, prompts: List[str]) -> List[str]:
 
 
 def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
-    from shap_e.cli import CliError
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
     from shap_e.models.download import load_config, load_model, weights_cached
     from shap_e.models.registry import get_spec

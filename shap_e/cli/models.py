@@ -1,5 +1,5 @@
 """`shap-e models` (the registry) and `shap-e download NAME` (fetch weights into the cache)."""
-from shap_e.cli.common import say
+from shap_e.cli.common import CliError, say
 
 
 def add_commands(commands) -> None:
@@ -28,7 +28,6 @@ def run_models(args) -> None:
 
 
 def run_download(args) -> None:
-    from shap_e.cli import CliError
     from shap_e.models.download import fetch_file_cached
     from shap_e.models.registry import MODELS, get_spec
 

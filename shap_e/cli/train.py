@@ -1,5 +1,5 @@
 """`shap-e train transmitter|text|image --config FILE`: train a stage (also under torchrun)."""
-from shap_e.cli.common import say
+from shap_e.cli.common import CliError, say
 
 
 def add_commands(commands) -> None:
@@ -26,7 +26,6 @@ def add_commands(commands) -> None:
 
 
 def run_train(args) -> None:
-    from shap_e.cli import CliError
     from shap_e.train.run import prepare_transmitter_data, read_training_config, train_diffusion, train_transmitter
     from shap_e.util.distributed import process_group
 

@@ -1,4 +1,4 @@
-"""Gaussian diffusion with learned-range variances (Nichol & Dhariwal 2021), SPEC §3.
+"""Gaussian diffusion with learned-range variances (Nichol & Dhariwal 2021), docs/behaviour.md#gaussian-diffusion.
 
 All schedule-derived arrays are float64 numpy; they are gathered per timestep and cast to float32
 (`extract`), after which every operation is float32 as in the reference. Per step, the arrays are

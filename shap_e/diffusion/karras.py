@@ -91,7 +91,7 @@ def sigma_to_timestep(sigmas: torch.Tensor, thresholds: torch.Tensor) -> torch.T
 
 
 class KarrasDenoiser:
-    """Wraps a diffusion model into D(x, σ): VE-scaled input -> clipped x̂₀ (SPEC §3.8 step 3).
+    """Wraps a diffusion model into D(x, σ): VE-scaled input -> clipped x̂₀ (docs/behaviour.md#karras-sampler).
 
     The model sees `x / √(σ²+1)` at the integer timestep `trunc(sigma_to_t(σ))`; its x̂₀ is
     returned as is (not re-derived from σ), exactly like the reference.

@@ -17,7 +17,7 @@ FAST_STEPS = 20
 
 @dataclass(frozen=True)
 class SamplingPreset:
-    """Karras-path sampler settings (SPEC §3.8); `sampler` is a key of `karras.SAMPLERS`."""
+    """Karras-path sampler settings (docs/behaviour.md#karras-sampler); `sampler` is a key of `karras.SAMPLERS`."""
 
     name: str
     sampler: str

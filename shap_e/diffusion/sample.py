@@ -1,4 +1,4 @@
-"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (SPEC §3.8-3.9)."""
+"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (docs/behaviour.md#sample-latents)."""
 import inspect
 import warnings
 from typing import Any, Callable, Dict, Optional
@@ -63,7 +63,7 @@ def sample_latents(
       first 3 output entries, a `2 * batch_size`-row result).
     * `guidance_max_sigma`: Karras path only; guide only the steps at σ ≤ this value, and use the
       conditional prediction alone above it (None: guide every step). `text-small`'s registry
-      entry recommends 5 (`ModelSpec.guidance_max_sigma`; model_cards/text-small.md, session 41).
+      entry recommends 5 (`ModelSpec.guidance_max_sigma`; docs/findings/text-small.md).
     * `callback`: Karras path only; called once per sampler step, after that step's model
       evaluation, with the sampler's dict (`x, i, sigma, sigma_hat, denoised`) and `steps`, the
       number of steps this call runs. An exception it raises stops sampling between two steps

@@ -1,4 +1,4 @@
-"""Beta schedules and timestep respacing (float64 numpy, SPEC §3.2)."""
+"""Beta schedules and timestep respacing (float64 numpy, docs/behaviour.md#beta-schedules)."""
 import math
 from typing import Callable, Iterable, List, Set, Tuple, Union
 

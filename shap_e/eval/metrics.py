@@ -185,7 +185,7 @@ def nearest(points: torch.Tensor, others: torch.Tensor, chunk: int = 4096) -> Tu
 
 
 def _surface_samples(mesh: EvalMesh, n: int, generator: torch.Generator):
-    from shap_e.util.point_cloud import sample_surface
+    from shap_e.encoding.point_cloud import sample_surface
 
     points, face, _ = sample_surface(mesh, n, generator)
     colors = None if mesh.face_colors is None else linear_to_srgb(mesh.face_colors[face].clamp(0, 1))

@@ -166,7 +166,7 @@ def evaluate_reconstruction(
     vertex_placement: of the decoded meshes (`decode_latent_mesh`); "reference" shrinks them by
     (G - 1) / (G + 1), which alone caps the IoU at about 0.91 for G = 64."""
     from shap_e.encoding import round_trip
-    from shap_e.util.asset_loading import load_asset
+    from shap_e.encoding.assets import load_asset
 
     start, rows = time.perf_counter(), []
     device = torch.device(device) if device is not None else next(transmitter.parameters()).device
@@ -198,7 +198,7 @@ def _sample_meshes(
 ) -> List[Any]:
     """One latent per entry of `model_kwargs_list` (each a batch of one), decoded to a `TorchMesh`."""
     from shap_e.diffusion.sample import regression_start, sample_latents
-    from shap_e.util.notebooks import decode_latent_mesh
+    from shap_e.models.decode import decode_latent_mesh
 
     device, seed, batch = options["device"], options["seed"], options["batch_size"]
     meshes = []
@@ -309,7 +309,7 @@ def picture(asset: Any, size: int = 256, seed: int = 0):
     from PIL import Image
 
     from shap_e.train.condition_images import render_condition_images
-    from shap_e.util.asset_loading import AssetMesh
+    from shap_e.encoding.assets import AssetMesh
 
     mesh = asset_mesh(asset)
     n_faces = mesh.faces.shape[0]

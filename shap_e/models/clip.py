@@ -1,4 +1,4 @@
-"""Frozen CLIP ViT-L/14 conditioning (SPEC §2.8) through `transformers`, loaded only when used.
+"""Frozen CLIP ViT-L/14 conditioning (docs/behaviour.md#clip) through `transformers`, loaded only when used.
 
 * Text: OpenAI's cleaning (ftfy, double html-unescape, whitespace) then the real CLIP BPE from
   `instant-clip-tokenizer` (offline, 49,408 ids), `CLIPTextModelWithProjection`, L2-normalised.
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from shap_e.models.conditioning import warn_truncated_prompt
+from shap_e.util.prompt_warnings import warn_truncated_prompt
 
 __all__ = [
     "CLIP_MEAN",
@@ -211,7 +211,7 @@ class FrozenCLIP:
         device: Union[str, torch.device, None] = None,
         dtype: torch.dtype = torch.float32,
     ) -> None:
-        from shap_e.models.configs import resolve_device
+        from shap_e.util.config import resolve_device
 
         # $SHAP_E_CLIP points every default CLIP at a local copy (a `save_pretrained` folder).
         self.name_or_dir = str(name_or_dir or os.environ.get("SHAP_E_CLIP") or DEFAULT_CLIP)
@@ -335,7 +335,7 @@ class FrozenCLIP:
         """`[batch, hidden, n_patches]` ([B, 1024, 256] for ViT-L/14) patch features, float32.
 
         `last_hidden_state` of the vision tower is the transformer output before `post_layernorm`
-        (which only touches the pooled class token), as SPEC §2.8 requires.
+        (which only touches the pooled class token), as docs/behaviour.md#clip requires.
         """
         hidden = self.vision_model(pixel_values=self._pixels(images)).last_hidden_state
         return hidden[:, 1:, :].permute(0, 2, 1).float().contiguous()

@@ -3,81 +3,12 @@
 Configs are the constructor keyword arguments of the official release (`shap_e/configs/*.yaml`);
 `model_from_config(config, device)` keeps the official import path and signature.
 """
-from contextlib import contextmanager
-from dataclasses import fields
-from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 import torch
 import torch.nn as nn
-import yaml
 
-ConfigLike = Union[Mapping[str, Any], str, Path]
-T = TypeVar("T")
-
-
-def read_config(config: ConfigLike) -> Dict[str, Any]:
-    """A config dict, or the dict in a YAML file."""
-    if isinstance(config, (str, Path)):
-        path = Path(config)
-        if not path.is_file():
-            raise ValueError(f"config={str(config)!r} is not a file; pass a config dict or a YAML path")
-        with open(path) as f:
-            config = yaml.safe_load(f)
-    if not isinstance(config, Mapping):
-        raise ValueError(f"config must be a mapping with a 'name' key, got {type(config).__name__}")
-    return dict(config)
-
-
-@contextmanager
-def skip_weight_init():
-    """Build modules without random initialisation, for weights that are loaded right after.
-
-    Every `torch.nn.init.*_` function becomes a no-op inside the block (that is how `nn.Linear`,
-    `nn.LayerNorm` and this package initialise), so tensors keep their uninitialised memory. Saves
-    seconds per 300M-parameter model.
-    """
-    names = [n for n in dir(nn.init) if n.endswith("_") and not n.startswith("_")]
-    saved = {n: getattr(nn.init, n) for n in names}
-    try:
-        for n in names:
-            setattr(nn.init, n, lambda tensor, *args, **kwargs: tensor)
-        yield
-    finally:
-        for n, fn in saved.items():
-            setattr(nn.init, n, fn)
-
-
-def check_keys(config: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
-    """Raise a ValueError naming the unknown keys of `config` and listing the valid ones."""
-    allowed = set(allowed)
-    unknown = sorted(set(config) - allowed)
-    if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in the {where} config; valid keys: {sorted(allowed)}")
-
-
-def settings_of(config: Mapping[str, Any], key: str, settings_class: Callable[..., T]) -> T:
-    """`settings_class` (a dataclass) built from `config[key]`, a mapping of its fields (absent, None or
-    `{}`: the defaults); a ValueError names `key` for anything else or for an unknown field."""
-    settings = config.get(key)
-    settings = {} if settings is None else settings
-    if not isinstance(settings, Mapping):
-        raise ValueError(f"{key} must be a mapping of settings ({{}} for the defaults), got {settings!r}")
-    check_keys(settings, {f.name for f in fields(settings_class)}, key)
-    return settings_class(**settings)
-
-
-def resolve_device(device: Optional[Union[str, torch.device]]) -> Optional[torch.device]:
-    """Validate a device argument early, with a message that says what would work."""
-    if device is None or isinstance(device, torch.device):
-        return device
-    try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(
-            f"device={device!r} is not a valid device; use 'cpu', 'cuda', 'cuda:0' or 'mps'"
-        ) from e
-
+from shap_e.util.config import ConfigLike, check_keys, read_config, resolve_device
 
 def _split_vector_diffusion(config: Dict[str, Any], device) -> nn.Module:
     from shap_e.models.generation import (
@@ -183,19 +114,19 @@ def _image_encoder(config: Optional[Mapping[str, Any]], device) -> Optional[nn.M
 
 
 def _transmitter(config: Dict[str, Any], device) -> nn.Module:
-    from shap_e.models.transmitter.models import build_transmitter
+    from shap_e.models.transmitter.base import build_transmitter
 
     return build_transmitter(config, device=device)
 
 
 def _channels_decoder(config: Dict[str, Any], device) -> nn.Module:
-    from shap_e.models.transmitter.models import build_channels_decoder
+    from shap_e.models.transmitter.base import build_channels_decoder
 
     return build_channels_decoder(config, device=device)
 
 
 def _renderer(config: Dict[str, Any], device) -> nn.Module:
-    from shap_e.models.renderer import build_renderer
+    from shap_e.models.nerstf.renderer import build_renderer
 
     return build_renderer(config, device=device)
 

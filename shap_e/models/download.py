@@ -259,7 +259,7 @@ def verified_bundled_weights(spec: ModelSpec) -> Path:
 
 def _device(device: Union[str, torch.device, None]) -> torch.device:
     """A validated torch.device (`None` means cpu); a bad string raises a ValueError with examples."""
-    from shap_e.models.configs import resolve_device
+    from shap_e.util.config import resolve_device
 
     return resolve_device(device) or torch.device("cpu")
 
@@ -311,7 +311,8 @@ def load_model(
     :param weights_path: a local `.pt`/`.safetensors` state_dict to use instead of downloading.
     :param config: a config dict or YAML path to use instead of the registered one.
     """
-    from shap_e.models.configs import model_from_config, skip_weight_init
+    from shap_e.models.configs import model_from_config
+    from shap_e.util.config import skip_weight_init
 
     dev = _device(device)
     spec: ModelSpec = get_spec(name)

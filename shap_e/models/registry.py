@@ -143,7 +143,7 @@ def _official(name: str, stem: str, config_stem: str, sha: Optional[str], config
     )
 
 
-# Hashes and parameter counts are those of the official release (SPEC §1, spec/keys/*.txt).
+# Hashes and parameter counts are those of the official release (docs/behaviour.md#checkpoints).
 for _spec in (
     _official("transmitter", "transmitter", "transmitter_config",
               "af02a0b85a8abdfb3919584b63c540ba175f6ad4790f574a7fef4617e5acdc3b",

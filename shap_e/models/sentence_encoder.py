@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import torch
 
 from shap_e.models.clip import quiet_transformers
-from shap_e.models.conditioning import warn_truncated_prompt
+from shap_e.util.prompt_warnings import warn_truncated_prompt
 
 __all__ = ["MINILM_PACKAGE", "SentenceEncoder"]
 
@@ -49,7 +49,7 @@ class SentenceEncoder:
 
     def __init__(self, model_dir: Union[str, Path], device: Union[str, torch.device, None] = None,
                  layers: Optional[Sequence[int]] = None) -> None:
-        from shap_e.models.configs import resolve_device
+        from shap_e.util.config import resolve_device
 
         self.model_dir = Path(model_dir)
         if not (self.model_dir / "config.json").is_file():
@@ -158,7 +158,7 @@ class SentenceEncoder:
 
     def to(self, device: Union[str, torch.device]) -> "SentenceEncoder":
         """Move the encoder (loaded or not) to ``device``; returns self."""
-        from shap_e.models.configs import resolve_device
+        from shap_e.util.config import resolve_device
 
         self.device = resolve_device(device) or torch.device("cpu")
         if self._model is not None:

@@ -1,4 +1,4 @@
-"""Pinhole cameras: frames, per-pixel rays and the standard turntable ("pan") cameras (SPEC §5.4)."""
+"""Pinhole cameras: frames, per-pixel rays and the standard turntable ("pan") cameras (docs/behaviour.md#cameras)."""
 import math
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple, Union
@@ -6,7 +6,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 
-__all__ = ["ProjectiveCamera", "create_pan_cameras", "look_at"]
+__all__ = ["ProjectiveCamera", "create_pan_cameras", "look_at", "turntable_cameras"]
 
 Device = Union[str, torch.device, None]
 
@@ -15,7 +15,7 @@ Device = Union[str, torch.device, None]
 class ProjectiveCamera:
     """A batch of `N` pinhole cameras sharing one resolution and field of view.
 
-    The camera frame is x = image right, y = image **down**, z = forward (SPEC §7).
+    The camera frame is x = image right, y = image **down**, z = forward (docs/behaviour.md#cameras).
     origin, x, y, z: `[N, 3]` float32 tensors (world space, x/y/z unit length).
     width, height: image size in pixels.
     x_fov, y_fov: full horizontal/vertical field of view in radians, in (0, pi).
@@ -67,7 +67,7 @@ class ProjectiveCamera:
         return torch.stack([index % self.width, torch.div(index, self.width, rounding_mode="floor")], dim=1)
 
     def camera_rays(self, coords: torch.Tensor) -> torch.Tensor:
-        """Rays through pixel coordinates (SPEC §4.6 step 4).
+        """Rays through pixel coordinates (docs/behaviour.md#cameras).
 
         coords: `[P, 2]` (same pixels for every camera) or `[N, P, 2]`, (col, row), any numeric dtype;
             pixel centres sit at integer coordinates and the image edges at exactly +-tan(fov/2).
@@ -117,7 +117,7 @@ class ProjectiveCamera:
 
 
 def create_pan_cameras(size: int, device: Device = None) -> ProjectiveCamera:
-    """The 20 turntable cameras of the notebooks (SPEC §5.4): radius 4, elevation atan(1/2), fov 0.7.
+    """The 20 turntable cameras of the notebooks (docs/behaviour.md#cameras): radius 4, elevation atan(1/2), fov 0.7.
 
     Both endpoints of theta = linspace(0, 2 pi, 20) are included, so the first and last views coincide.
     Returns cameras with `shape == (1, 20)` and `[20, 3]` float32 frames, `width = height = size`.
@@ -149,7 +149,7 @@ def look_at(
     fov: float,
     up: Tuple[float, float, float] = (0.0, 0.0, 1.0),
 ) -> ProjectiveCamera:
-    """Cameras at `origins [N, 3]` looking at `targets [N, 3]` (SPEC §5.4, pose form).
+    """Cameras at `origins [N, 3]` looking at `targets [N, 3]` (docs/behaviour.md#cameras).
 
     Frame: z = normalize(target - origin); y = -normalize(up - (up . z) z) (image down);
     x = y cross z (image right). `fov` is used for both axes. World up defaults to +Z.
@@ -180,3 +180,24 @@ def _describe(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return f"tensor of shape {tuple(value.shape)}"
     return type(value).__name__
+
+
+def turntable_cameras(size: int, n_views: int = 20, device: Device = None) -> ProjectiveCamera:
+    """`n_views` cameras evenly around +Z (no repeated frame), otherwise like `create_pan_cameras`.
+
+    Radius 4, elevation atan(1/2), fov 0.7 rad, `shape == (1, n_views)`.
+    """
+    if isinstance(n_views, bool) or not isinstance(n_views, int) or n_views < 1:
+        raise ValueError(f"n_views must be a positive int, got {n_views!r}")
+    theta = np.linspace(0, 2 * np.pi, num=n_views, endpoint=False)
+    z = np.stack([np.sin(theta), np.cos(theta), np.full_like(theta, -0.5)], axis=1)
+    z = z / np.linalg.norm(z, axis=-1, keepdims=True)
+    x = np.stack([np.cos(theta), -np.sin(theta), np.zeros_like(theta)], axis=1)
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).float().to(device)
+
+    return ProjectiveCamera(
+        origin=tensor(-4 * z), x=tensor(x), y=tensor(np.cross(z, x)), z=tensor(z),
+        width=size, height=size, x_fov=0.7, y_fov=0.7, shape=(1, n_views),
+    )

@@ -1,12 +1,10 @@
 """Saving meshes to files (.ply, .obj, .glb; UV-textured .glb / .obj+.mtl), atomically, +Y or +Z up.
 
-Shap-E's world is +Z up (SPEC §7). glTF requires +Y up, so by default every format is written +Y up:
-a rotation of -90 degrees about X, `(x, y, z) -> (x, z, -y)`. Pass `up_axis="z"` to keep Shap-E
-coordinates (then .ply/.obj are byte-identical to the reference writers).
+Shap-E's world is +Z up (docs/behaviour.md#conventions). glTF requires +Y up, so by default every format
+is written +Y up: a rotation of -90 degrees about X, `(x, y, z) -> (x, z, -y)`. Pass `up_axis="z"` to keep
+Shap-E coordinates (then .ply/.obj are byte-identical to the reference writers).
 """
-import json
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple, Union
@@ -17,7 +15,8 @@ import torch.nn.functional as F
 import trimesh
 from PIL import Image
 
-from shap_e.rendering.mesh import TorchMesh, TriMesh
+from shap_e.rendering.mesh import FORMATS, UP_AXES, TriMesh, to_y_up
+from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.util.atomic import write_atomic
 
 __all__ = [
@@ -32,8 +31,6 @@ __all__ = [
     "write_atomic",
 ]
 
-FORMATS = ("ply", "obj", "glb")
-UP_AXES = ("y", "z")
 
 PathLike = Union[str, os.PathLike]
 ColorFn = Callable[[torch.Tensor], torch.Tensor]
@@ -46,30 +43,15 @@ def save_mesh(
     up_axis: str = "y",
     allow_empty: bool = False,
 ) -> Path:
-    """Write `mesh` to `path` atomically (a failure leaves no file behind) and return the path.
+    """Write `mesh` to `path` atomically and return the path; see `TriMesh.save` for the options."""
+    return _tri_mesh(mesh).save(path, format=format, up_axis=up_axis, allow_empty=allow_empty)
 
-    format: 'ply' (binary, uint8 vertex colours), 'obj' (`v x y z r g b` vertex colours) or 'glb'
-        (vertex colours as glTF COLOR_0). Default: the file extension.
-    up_axis: 'y' rotates Shap-E's +Z up to +Y up (what glTF and most viewers expect); 'z' keeps
-        Shap-E coordinates.
-    allow_empty: a mesh without faces raises ValueError unless this is True; then a valid file
-        without geometry is written.
-    Colours stay **linear** in every format: glTF defines COLOR_0 as linear, and PLY/OBJ store what
-    the reference stores (`round(255.499 c)` / floats).
-    """
-    path = Path(path)
-    format = _resolve_format(path, format)
-    if up_axis not in UP_AXES:
-        raise ValueError(f"up_axis must be one of {UP_AXES}, got {up_axis!r}")
+
+def _tri_mesh(mesh: Union[TorchMesh, TriMesh]) -> TriMesh:
     tri = mesh.tri_mesh() if isinstance(mesh, TorchMesh) else mesh
     if not isinstance(tri, TriMesh):
         raise ValueError(f"mesh must be a TorchMesh or TriMesh, got {type(mesh).__name__}")
-    if len(tri.faces) == 0 and not allow_empty:
-        raise ValueError(f"mesh has no faces; refusing to write {path} (pass allow_empty=True to write it anyway)")
-    if up_axis == "y":
-        tri = to_y_up(tri)
-    write_atomic(path, _encode(tri, format))
-    return path
+    return tri
 
 
 @dataclass
@@ -163,7 +145,7 @@ def unwrap_and_bake(
         raise ValueError(f"up_axis must be one of {UP_AXES}, got {up_axis!r}")
     if isinstance(texture_size, bool) or not isinstance(texture_size, int) or texture_size < 8:
         raise ValueError(f"texture_size must be an int >= 8, got {texture_size!r}")
-    tri = mesh.tri_mesh() if isinstance(mesh, TorchMesh) else mesh
+    tri = _tri_mesh(mesh)
     if len(tri.faces) == 0:
         raise ValueError("mesh has no faces; there is nothing to texture")
     xatlas = _import_xatlas()
@@ -278,40 +260,3 @@ def _import_xatlas():
             "(or pip install 'shap-e[texture]')"
         ) from error
     return xatlas
-
-
-def to_y_up(mesh: TriMesh) -> TriMesh:
-    """The mesh rotated -90 degrees about X, so that Shap-E's +Z up becomes +Y up: `(x, y, z) -> (x, z, -y)`."""
-    verts = np.asarray(mesh.verts)
-    rotated = np.stack([verts[:, 0], verts[:, 2], -verts[:, 1]], axis=1).astype(verts.dtype)
-    normals = None
-    if mesh.normals is not None:
-        normals = np.stack([mesh.normals[:, 0], mesh.normals[:, 2], -mesh.normals[:, 1]], axis=1)
-    return TriMesh(rotated, mesh.faces, mesh.vertex_channels, mesh.face_channels, normals)
-
-
-def _resolve_format(path: Path, format: Optional[str]) -> str:
-    name = (format or path.suffix.lstrip(".")).lower()
-    if name not in FORMATS:
-        source = f"format {format!r}" if format else f"extension of {path.name!r}"
-        raise ValueError(f"unknown mesh format ({source}); use one of {', '.join(FORMATS)}")
-    return name
-
-
-def _encode(mesh: TriMesh, format: str) -> bytes:
-    if format == "ply":
-        return mesh.ply_bytes()
-    if format == "obj":
-        return mesh.obj_text().encode("utf-8")
-    if len(mesh.faces) == 0:
-        return _empty_glb()
-    return mesh.to_trimesh().export(file_type="glb")
-
-
-def _empty_glb() -> bytes:
-    """A valid GLB holding one empty scene (trimesh refuses to export empty scenes)."""
-    document = {"asset": {"version": "2.0", "generator": "shap_e"}, "scenes": [{}], "scene": 0}
-    text = json.dumps(document, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 4)  # chunks are 4-byte aligned, JSON padded with spaces
-    chunk = struct.pack("<II", len(text), 0x4E4F534A) + text
-    return struct.pack("<4sII", b"glTF", 2, 12 + len(chunk)) + chunk

@@ -1,63 +1,37 @@
-"""Triangle meshes with per-vertex channels, and the reference's PLY/OBJ writers (SPEC §5.7)."""
+"""`TriMesh`: a triangle mesh as numpy arrays, and its file formats (PLY and OBJ as the reference
+writes them, byte for byte; GLB), written atomically, +Y or +Z up (docs/behaviour.md#mesh-files).
+
+Shap-E's world is +Z up (docs/behaviour.md#conventions). glTF requires +Y up, so `save` writes every
+format +Y up by default: a rotation of -90 degrees about X, `(x, y, z) -> (x, z, -y)`.
+"""
 import io
+import json
+import os
+import struct
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Dict, Optional, TextIO, Union
 
 import numpy as np
-import torch
+
+from shap_e.util.atomic import write_atomic
 
 if TYPE_CHECKING:
     import trimesh
 
-__all__ = ["TorchMesh", "TriMesh"]
+__all__ = ["FORMATS", "TriMesh", "UP_AXES", "to_y_up"]
+
+FORMATS = ("ply", "obj", "glb")
+UP_AXES = ("y", "z")
+PathLike = Union[str, os.PathLike]
 
 _RGB = ("R", "G", "B")
 
 
 @dataclass
-class TorchMesh:
-    """A mesh as torch tensors (what marching cubes and the STF renderer produce).
-
-    verts: `[n_verts, 3]` float32 positions (Shap-E world space, +Z up).
-    faces: `[n_faces, 3]` int64 vertex indices, counter-clockwise seen from outside.
-    vertex_channels: optional `{name: [n_verts]}`; 'R', 'G', 'B' hold **linear** colours in [0, 1].
-    face_channels: optional `{name: [n_faces]}`.
-    """
-
-    verts: torch.Tensor
-    faces: torch.Tensor
-    vertex_channels: Optional[Dict[str, torch.Tensor]] = None
-    face_channels: Optional[Dict[str, torch.Tensor]] = None
-
-    def tri_mesh(self) -> "TriMesh":
-        """The same mesh as numpy arrays on the CPU."""
-
-        def to_numpy(channels):
-            if channels is None:
-                return None
-            return {k: v.detach().cpu().numpy() for k, v in channels.items()}
-
-        return TriMesh(
-            verts=self.verts.detach().cpu().numpy(),
-            faces=self.faces.detach().cpu().numpy(),
-            vertex_channels=to_numpy(self.vertex_channels),
-            face_channels=to_numpy(self.face_channels),
-        )
-
-    def to(self, device: Union[str, torch.device]) -> "TorchMesh":
-        """The same mesh with every tensor on `device`."""
-
-        def move(channels):
-            return None if channels is None else {k: v.to(device) for k, v in channels.items()}
-
-        return TorchMesh(
-            self.verts.to(device), self.faces.to(device), move(self.vertex_channels), move(self.face_channels)
-        )
-
-
-@dataclass
 class TriMesh:
-    """A mesh as numpy arrays; see `TorchMesh` for the fields. `normals` are optional `[n_verts, 3]`."""
+    """A mesh as numpy arrays; the fields are those of
+    `shap_e.rendering.torch_mesh.TorchMesh`. `normals` are optional `[n_verts, 3]`."""
 
     verts: np.ndarray
     faces: np.ndarray
@@ -149,9 +123,62 @@ class TriMesh:
             vertices=self.verts.astype(np.float64), faces=self.faces, vertex_colors=colors, process=False
         )
 
-    def save(self, path, **kwargs) -> None:
-        """Save atomically, format from the extension (.ply, .obj, .glb); see `export.save_mesh`."""
-        # Imported here because export.py builds on this module.
-        from shap_e.rendering.export import save_mesh
+    def save(self, path: PathLike, format: Optional[str] = None, up_axis: str = "y",
+             allow_empty: bool = False) -> Path:
+        """Write the mesh to `path` atomically (a failure leaves no file behind) and return the path.
 
-        save_mesh(self, path, **kwargs)
+        format: 'ply' (binary, uint8 vertex colours), 'obj' (`v x y z r g b` vertex colours) or 'glb'
+            (vertex colours as glTF COLOR_0). Default: the file extension.
+        up_axis: 'y' rotates Shap-E's +Z up to +Y up (what glTF and most viewers expect); 'z' keeps
+            Shap-E coordinates (then .ply/.obj are byte-identical to `write_ply`/`write_obj`).
+        allow_empty: a mesh without faces raises ValueError unless this is True; then a valid file
+            without geometry is written.
+        Colours stay **linear** in every format: glTF defines COLOR_0 as linear, and PLY/OBJ store what
+        the reference stores (`round(255.499 c)` / floats).
+        """
+        path = Path(path)
+        format = _resolve_format(path, format)
+        if up_axis not in UP_AXES:
+            raise ValueError(f"up_axis must be one of {UP_AXES}, got {up_axis!r}")
+        if len(self.faces) == 0 and not allow_empty:
+            raise ValueError(f"mesh has no faces; refusing to write {path} (pass allow_empty=True to write it anyway)")
+        mesh = to_y_up(self) if up_axis == "y" else self
+        write_atomic(path, _encode(mesh, format))
+        return path
+
+
+def to_y_up(mesh: TriMesh) -> TriMesh:
+    """The mesh rotated -90 degrees about X, so that Shap-E's +Z up becomes +Y up: `(x, y, z) -> (x, z, -y)`."""
+    verts = np.asarray(mesh.verts)
+    rotated = np.stack([verts[:, 0], verts[:, 2], -verts[:, 1]], axis=1).astype(verts.dtype)
+    normals = None
+    if mesh.normals is not None:
+        normals = np.stack([mesh.normals[:, 0], mesh.normals[:, 2], -mesh.normals[:, 1]], axis=1)
+    return TriMesh(rotated, mesh.faces, mesh.vertex_channels, mesh.face_channels, normals)
+
+
+def _resolve_format(path: Path, format: Optional[str]) -> str:
+    name = (format or path.suffix.lstrip(".")).lower()
+    if name not in FORMATS:
+        source = f"format {format!r}" if format else f"extension of {path.name!r}"
+        raise ValueError(f"unknown mesh format ({source}); use one of {', '.join(FORMATS)}")
+    return name
+
+
+def _encode(mesh: TriMesh, format: str) -> bytes:
+    if format == "ply":
+        return mesh.ply_bytes()
+    if format == "obj":
+        return mesh.obj_text().encode("utf-8")
+    if len(mesh.faces) == 0:
+        return _empty_glb()
+    return mesh.to_trimesh().export(file_type="glb")
+
+
+def _empty_glb() -> bytes:
+    """A valid GLB holding one empty scene (trimesh refuses to export empty scenes)."""
+    document = {"asset": {"version": "2.0", "generator": "shap_e"}, "scenes": [{}], "scene": 0}
+    text = json.dumps(document, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 4)  # chunks are 4-byte aligned, JSON padded with spaces
+    chunk = struct.pack("<II", len(text), 0x4E4F534A) + text
+    return struct.pack("<4sII", b"glTF", 2, 12 + len(chunk)) + chunk

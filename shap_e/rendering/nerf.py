@@ -1,4 +1,4 @@
-"""NeRF volume rendering with coarse and importance-sampled fine passes (SPEC §5.5).
+"""NeRF volume rendering with coarse and importance-sampled fine passes (docs/behaviour.md#nerf-rendering).
 
 Pure functions over rays `[batch, n_rays, ...]`. Random numbers are drawn with `torch.rand` from
 `generator` (default: the global RNG) in the reference's order and shapes, so a seeded run replays
@@ -6,11 +6,11 @@ the official renders exactly: per ray batch, `[batch, n_rays, n_coarse]` stratif
 `[batch * n_rays, n_fine]` inverse-CDF draws, then `[batch, n_rays, n_fine, 1]` in-interval jitter.
 """
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import torch
 
-from shap_e.models.nerstf import NeRSTFOutput
+from shap_e.rendering.fields import FieldFn, NeRSTFOutput
 from shap_e.rendering.volume import BoundingBox, RayRange, intersect_box
 from shap_e.util.rng import draw_device
 
@@ -24,9 +24,6 @@ __all__ = [
     "importance_samples",
     "render_rays",
 ]
-
-# (position [batch, n_points, 3], direction [batch, n_points, 3] or None, heads) -> field heads.
-FieldFn = Callable[[torch.Tensor, Optional[torch.Tensor], Sequence[str]], NeRSTFOutput]
 
 COARSE_HEADS = ("density_coarse", "color_coarse")
 FINE_HEADS = ("sdf", "density_fine", "color_fine")

@@ -1,6 +1,6 @@
-"""STF decoding: SDF grid -> marching-cubes mesh -> vertex colours -> shaded views (SPEC §5.6).
+"""STF decoding: SDF grid -> marching-cubes mesh -> vertex colours -> shaded views (docs/behaviour.md#stf-meshes).
 
-Pure functions; the field is any `FieldFn` (see `shap_e.rendering.nerf`), batched like the params.
+Pure functions; the field is any `FieldFn` (`shap_e.rendering.fields`), batched like the params.
 """
 import importlib.util
 import math
@@ -12,8 +12,8 @@ import torch
 from shap_e.rendering.cameras import ProjectiveCamera
 from shap_e.rendering.color import linear_to_srgb, srgb_to_linear
 from shap_e.rendering.marching_cubes import marching_cubes
-from shap_e.rendering.mesh import TorchMesh
-from shap_e.rendering.nerf import FieldFn
+from shap_e.rendering.torch_mesh import TorchMesh
+from shap_e.rendering.fields import FieldFn
 from shap_e.rendering.rasterize import STF_LIGHT_DIRECTION, rasterize, shade_vertex_colors
 from shap_e.rendering.sdf_band import BandStats, evaluate_band
 from shap_e.rendering.volume import BoundingBox
@@ -228,7 +228,8 @@ def _camera_slice(cameras: ProjectiveCamera, start: int, stop: int) -> Projectiv
 
 
 def _render_pytorch3d(verts, faces, rgb, cameras: ProjectiveCamera) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The reference's GPU path (SPEC §5.6 step 7): PyTorch3D soft Phong shading, hard in practice.
+    """The reference's GPU path (docs/behaviour.md#vertex-colours-and-shading): PyTorch3D soft Phong
+    shading, hard in practice.
 
     Returns linear `rgb [N, H, W, 3]` and `alpha [N, H, W]`.
     """

@@ -1,4 +1,5 @@
-"""Ray / axis-aligned box intersection: where along each ray the render volume lies (SPEC §5.3)."""
+"""Ray / axis-aligned box intersection: where along each ray the render volume lies
+(docs/behaviour.md#render-volume)."""
 from dataclasses import dataclass
 
 import torch

@@ -1,6 +1,6 @@
 """`python -m shap_e.train text --config FILE` is `shap-e train text --config FILE`."""
 import sys
 
-from shap_e.train.run import main
+from shap_e.cli import main
 
-sys.exit(main())
+sys.exit(main(["train", *sys.argv[1:]]))

@@ -18,7 +18,7 @@ import torch.nn as nn
 from tqdm.auto import tqdm
 
 from shap_e.models.caption_hint import CaptionHint, append_hints
-from shap_e.models.configs import settings_of
+from shap_e.util.config import settings_of
 from shap_e.train.diffusion_training import LatentDataset
 
 # The LatentDataset field that holds each attribute's labels.

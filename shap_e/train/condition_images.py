@@ -5,7 +5,7 @@ seen a little from above, centred, filling most of the frame, on a white backgro
 renders imitate that: elevation uniform in [15, 35] degrees, azimuth uniform, Blender's default lens
 (`BLENDER_DEFAULT_FOV`, a normal photo lens), and for each view the camera distance at which the
 mesh's farthest projected vertex sits at `fill` (0.7) of the half-frame from the image centre.
-Shading, colour space and 8-bit quantisation follow `shap_e.util.multiview.render_multiview` (flat
+Shading, colour space and 8-bit quantisation follow `shap_e.encoding.views.render_multiview` (flat
 faces lit by the fixed STF light, `0.3 + 0.7 |n . l|`, linear -> sRGB); edges are anti-aliased by
 rendering at `supersample`x the size and averaging, since user photos are smooth.
 """
@@ -18,8 +18,8 @@ import torch.nn.functional as F
 
 from shap_e.rendering.cameras import ProjectiveCamera, look_at
 from shap_e.rendering.rasterize import rasterize
-from shap_e.util.asset_loading import AssetMesh, load_asset
-from shap_e.util.multiview import BLENDER_DEFAULT_FOV, shade
+from shap_e.encoding.assets import AssetMesh, load_asset
+from shap_e.encoding.views import BLENDER_DEFAULT_FOV, shade
 
 __all__ = ["photo_cameras", "render_condition_images"]
 

@@ -60,7 +60,7 @@ def encode_assets(
     cache_dir: where the encoder batches are kept (`load_or_create_multimodal_batch`). A transmitter
     training run with the same seed and `point_candidates: 16384` fills it with the same batches.
     """
-    from shap_e.util.data_util import load_or_create_multimodal_batch
+    from shap_e.encoding.batch import load_or_create_multimodal_batch
 
     encoder = transmitter.encoder
     device = next(transmitter.parameters()).device

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import torch
 import yaml
 
-from shap_e.models.configs import check_keys
+from shap_e.util.config import check_keys
 from shap_e.train.loop import TrainConfig, Trainer, check_stop_at
 from shap_e.util.atomic import write_atomic, write_safetensors
 
@@ -202,7 +202,7 @@ def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["Lat
 def _check_text_layers(model: torch.nn.Module, provenance: Dict[str, str]) -> None:
     """Refuse latents whose captions were read from other MiniLM hidden states than the prior reads
     when it samples (`shap-e latents --text-layers` against the model config's `text_layers`).
-    Latents without a provenance (made by other code, or before session 14) are not checked."""
+    Latents without a provenance (made by other code, or by early 0.1.0 code) are not checked."""
     from shap_e.train.latents import text_layers_record
 
     if "stage" not in provenance:
@@ -241,7 +241,7 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False,
 
 def head_refit_config(config: Dict[str, Any], model: torch.nn.Module, dataset) -> Optional["HeadRefitConfig"]:
     """The `head_refit` settings of a diffusion config (None without the key), checked before training."""
-    from shap_e.models.configs import settings_of
+    from shap_e.util.config import settings_of
     from shap_e.train.head_refit import HeadRefitConfig, check_refit_inputs
 
     if "head_refit" not in config:
@@ -393,9 +393,3 @@ def export_weights(trainer: Trainer, prefix: str = "") -> Path:
             for k, v in trainer.model.state_dict().items() if k.startswith(prefix)
         })
     return path
-
-
-def main(argv=None) -> int:
-    from shap_e.cli import main as cli_main
-
-    return cli_main(["train", *(argv if argv is not None else __import__("sys").argv[1:])])

@@ -2,7 +2,7 @@
 
 Each step encodes a few assets and asks the decoded field for (a) signed distances at points near
 and away from the surface, (b) the STF colour at surface points, and (c) NeRF renders of random
-pixels of the encoder's own multiview images (coarse and fine passes, SPEC §5.5).
+pixels of the encoder's own multiview images (coarse and fine passes, docs/behaviour.md#nerf-rendering).
 """
 import warnings
 from dataclasses import dataclass, field
@@ -15,10 +15,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from shap_e.encoding.losses import sdf_color_losses
+from shap_e.encoding.targets import AssetTargets, asset_targets
+from shap_e.models.transmitter.batch import MultimodalBatch
 from shap_e.rendering.nerf import render_rays
 from shap_e.train.loop import step_generator
-from shap_e.train.transmitter_targets import AssetTargets, asset_targets
-from shap_e.util.batch import MultimodalBatch
 from shap_e.util.distributed import distributed_info, rank_share
 from shap_e.util.processes import imap_in_processes
 
@@ -127,7 +128,7 @@ class AssetJob:
 
 def _prepare_asset(job: AssetJob) -> Union[AssetRecord, str]:
     """One asset's `AssetRecord`, or why it could not be read (a module-level function: it runs in workers)."""
-    from shap_e.util.data_util import load_or_create_multimodal_batch
+    from shap_e.encoding.batch import load_or_create_multimodal_batch
 
     try:
         batch = load_or_create_multimodal_batch(
@@ -146,8 +147,8 @@ def cached_asset_targets(path: str, seed: int, options: Dict, cache_dir=None) ->
     from dataclasses import asdict
 
     from shap_e.train.loop import atomic_save
-    from shap_e.util.asset_loading import load_asset
-    from shap_e.util.data_util import file_cache_key
+    from shap_e.encoding.assets import load_asset
+    from shap_e.encoding.batch import file_cache_key
 
     cache_path = None
     if cache_dir is not None:
@@ -170,7 +171,7 @@ def transmitter_batch_fn(
     records: Sequence[AssetRecord], assets_per_step: int, n_sdf: int, n_color: int, n_rays: int, seed: int
 ) -> Callable[[int, int, int], TransmitterBatch]:
     """Everything random in a step comes from `step_generator(seed, step, rank)`."""
-    from shap_e.util.data_util import stack_batches
+    from shap_e.encoding.batch import stack_batches
 
     def batch_fn(step: int, rank: int, world_size: int) -> TransmitterBatch:
         g = step_generator(seed, step, rank)
@@ -210,22 +211,6 @@ def freeze_decoder(model: nn.Module) -> None:
         raise ValueError("freeze_decoder needs a Transmitter (an encoder with a params_proj, and a renderer)")
     model.encoder.params_proj.requires_grad_(False)
     model.renderer.requires_grad_(False)
-
-
-def sdf_color_losses(
-    sdf: torch.Tensor, sdf_target: torch.Tensor, color: torch.Tensor, color_target: torch.Tensor, sdf_band: float = 0.0
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The per-row L1 terms of the field supervision: `(sdf [batch], color [batch])`.
-
-    sdf, sdf_target: `[batch, n]` (the target is clamped to +-1); `sdf_band > 0` adds the L1 of both
-    clamped to +-`sdf_band` and divided by it. color, color_target: `[batch, m, 3]` sRGB.
-    """
-    sdf_target = sdf_target.clamp(-1, 1)
-    loss_sdf = (sdf - sdf_target).abs().mean(dim=1)
-    if sdf_band > 0:
-        band = ((sdf / sdf_band).clamp(-1, 1) - (sdf_target / sdf_band).clamp(-1, 1)).abs().mean(dim=1)
-        loss_sdf = loss_sdf + band
-    return loss_sdf, (color - color_target).abs().mean(dim=(1, 2))
 
 
 def transmitter_loss_fn(weights: LossWeights, device: torch.device):

@@ -1,20 +1,17 @@
-"""Notebook helpers with the official signatures: latents -> images, meshes, GIFs (SPEC §6.1-6.3).
+"""Official entry point `shap_e.util.notebooks`: latents -> images, meshes, GIFs
+(docs/behaviour.md#notebook-helpers).
 
-`xm` is a Transmitter or ChannelsDecoder: anything with `.bottleneck_to_params(latent [1, d])` and a
-`.renderer` (`shap_e.models.renderer.NeRSTFRenderer`).
+A facade: decoding lives in `shap_e.models.decode`, cameras in `shap_e.rendering.cameras`, GIF/MP4
+writing in `shap_e.util.animation`; `gif_widget` is the notebook-only piece.
 """
 import base64
-import io
-import os
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, Sequence
 
-import numpy as np
-import torch
 from PIL import Image
 
-from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
-from shap_e.rendering.mesh import TorchMesh
-from shap_e.util.atomic import write_atomic, write_atomic_with
+from shap_e.models.decode import decode_latent_images, decode_latent_mesh, latent_color_fn, turntable
+from shap_e.rendering.cameras import create_pan_cameras, turntable_cameras
+from shap_e.util.animation import gif_bytes, save_gif, save_mp4
 
 __all__ = [
     "create_pan_cameras",
@@ -28,125 +25,6 @@ __all__ = [
     "turntable_cameras",
 ]
 
-PathLike = Union[str, os.PathLike]
-GIF_FRAME_MS = 100
-
-
-@torch.no_grad()
-def decode_latent_images(
-    xm: Any,
-    latent: torch.Tensor,
-    cameras: ProjectiveCamera,
-    rendering_mode: str = "stf",
-    *,
-    generator: Optional[torch.Generator] = None,
-    query_dtype: Union[None, str, torch.dtype] = "auto",
-) -> List[Image.Image]:
-    """Render one latent `[d_latent_total]` in every view of `cameras` -> one PIL image per view.
-
-    NeRF mode is stochastic (`generator`, default the global RNG, as the reference); STF mode is
-    deterministic. Pixel values are truncated to uint8 after clamping to 0..255, as the reference.
-    `query_dtype`: the NeRF field's precision. "auto" (default) is bfloat16 where the hardware has
-    native bf16 and the MLP is wide (`shap_e.util.precision.resolve_query_dtype`: the release
-    decoder on an AVX512-BF16 CPU or a GPU, about 1.9x faster on CPU, pixels within a few levels of
-    float32), else float32; None forces float32. STF meshes are float32 unless a dtype is given.
-    """
-    from shap_e.util.precision import resolve_query_dtype
-
-    params = _params(xm, latent)
-    if rendering_mode != "nerf" and query_dtype == "auto":
-        query_dtype = None
-    query_dtype = resolve_query_dtype(query_dtype, latent.device, xm.renderer.nerstf.d_hidden)
-    out = xm.renderer.render_views(
-        cameras, params, rendering_mode=rendering_mode, generator=generator, query_dtype=query_dtype
-    )
-    images = out.channels.clamp(0, 255).to(torch.uint8)[0]  # [*inner, H, W, 3]
-    frames = images.reshape(-1, *images.shape[-3:]).cpu().numpy()
-    return [Image.fromarray(frame) for frame in frames]
-
-
-@torch.no_grad()
-def decode_latent_mesh(
-    xm: Any,
-    latent: torch.Tensor,
-    *,
-    grid_size: Optional[int] = None,
-    mesh_mode: str = "fast",
-    query_dtype: Optional[torch.dtype] = None,
-    vertex_placement: str = "reference",
-) -> TorchMesh:
-    """The STF mesh of one latent, with linear `R, G, B` vertex colours (grid: the config's, 128).
-
-    `mesh_mode="fast"` (default) evaluates the SDF only in a narrow band around the surface and
-    gives the same mesh as `"exact"` (the whole grid, as the reference); `query_dtype=torch.bfloat16`
-    trades exactness (vertices move by a fraction of a grid step) for about 1.6x speed.
-    `vertex_placement="sampled"` puts the vertices on the field's true zero level set; the default
-    `"reference"` reproduces the release, whose mesh is shrunk by (G - 1) / (G + 1) about the centre.
-    """
-    return xm.renderer.extract_mesh(
-        _params(xm, latent), grid_size=grid_size, mesh_mode=mesh_mode, query_dtype=query_dtype,
-        vertex_placement=vertex_placement,
-    )[0]
-
-
-def latent_color_fn(xm: Any, latent: torch.Tensor, chunk: int = 65536):
-    """The texture field of one latent as `color_fn(points [P, 3]) -> [P, 3]` linear RGB in [0, 1].
-
-    For `shap_e.rendering.export.save_textured_glb`, which bakes it into a UV texture. The STF
-    colour head is sRGB; it is converted to linear as the vertex colours are (SPEC §5.6 step 6).
-    """
-    from shap_e.rendering.color import srgb_to_linear
-
-    params = xm.renderer.mlp_params(_params(xm, latent))
-    nerstf = xm.renderer.nerstf
-
-    @torch.no_grad()
-    def color_fn(points: torch.Tensor) -> torch.Tensor:
-        points = torch.as_tensor(points, dtype=torch.float32, device=latent.device)
-        colors = [
-            nerstf.query(points[None, i:i + chunk], params, heads=("color_stf",)).color_stf[0]
-            for i in range(0, len(points), chunk)
-        ]
-        return srgb_to_linear(torch.cat(colors))
-
-    return color_fn
-
-
-def turntable_cameras(size: int, n_views: int = 20, device: Any = None) -> ProjectiveCamera:
-    """`n_views` cameras evenly around +Z (no repeated frame), otherwise like `create_pan_cameras`.
-
-    Radius 4, elevation atan(1/2), fov 0.7 rad, `shape == (1, n_views)`.
-    """
-    if isinstance(n_views, bool) or not isinstance(n_views, int) or n_views < 1:
-        raise ValueError(f"n_views must be a positive int, got {n_views!r}")
-    theta = np.linspace(0, 2 * np.pi, num=n_views, endpoint=False)
-    z = np.stack([np.sin(theta), np.cos(theta), np.full_like(theta, -0.5)], axis=1)
-    z = z / np.linalg.norm(z, axis=-1, keepdims=True)
-    x = np.stack([np.cos(theta), -np.sin(theta), np.zeros_like(theta)], axis=1)
-
-    def tensor(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(a).float().to(device)
-
-    return ProjectiveCamera(
-        origin=tensor(-4 * z), x=tensor(x), y=tensor(np.cross(z, x)), z=tensor(z),
-        width=size, height=size, x_fov=0.7, y_fov=0.7, shape=(1, n_views),
-    )
-
-
-def turntable(
-    xm: Any,
-    latent: torch.Tensor,
-    size: int = 64,
-    n_views: int = 20,
-    rendering_mode: str = "nerf",
-    *,
-    generator: Optional[torch.Generator] = None,
-) -> List[Image.Image]:
-    """`n_views` frames of one latent spinning once around +Z, ready for `save_gif`/`save_mp4`."""
-    device = xm.renderer.void.background.device
-    cameras = turntable_cameras(size, n_views, device)
-    return decode_latent_images(xm, latent, cameras, rendering_mode, generator=generator)
-
 
 def gif_widget(images: Sequence[Image.Image]) -> Any:
     """An `ipywidgets.HTML` showing `images` as an animated GIF (100 ms per frame, looping)."""
@@ -154,62 +32,5 @@ def gif_widget(images: Sequence[Image.Image]) -> Any:
         import ipywidgets
     except ImportError as e:
         raise ImportError("gif_widget needs ipywidgets: pip install ipywidgets (or shap-e[notebooks])") from e
-    data = base64.b64encode(_gif_bytes(images)).decode("ascii")
+    data = base64.b64encode(gif_bytes(images)).decode("ascii")
     return ipywidgets.HTML(f'<img src="data:image/gif;base64,{data}" />')
-
-
-def save_gif(images: Sequence[Image.Image], path: PathLike, duration_ms: int = GIF_FRAME_MS) -> None:
-    """Write `images` as a looping animated GIF, atomically."""
-    write_atomic(path, _gif_bytes(images, duration_ms))
-
-
-def save_mp4(images: Sequence[Image.Image], path: PathLike, fps: int = 10) -> None:
-    """Write `images` as an H.264 MP4, atomically (needs imageio and imageio-ffmpeg)."""
-    try:
-        import imageio.v2 as imageio
-    except ImportError as e:
-        raise ImportError(
-            "save_mp4 needs imageio with ffmpeg: pip install imageio imageio-ffmpeg (or shap-e[video]); "
-            "save_gif needs nothing extra"
-        ) from e
-    frames = [np.asarray(_check_image(im).convert("RGB")) for im in _check_images(images)]
-    write_atomic_with(path, lambda tmp: imageio.mimwrite(tmp, frames, fps=fps, codec="libx264"))
-
-
-def _params(xm: Any, latent: torch.Tensor):
-    """NeRSTF params of one latent, after checking its size against the model."""
-    if not isinstance(latent, torch.Tensor) or latent.ndim != 1:
-        shape = tuple(latent.shape) if isinstance(latent, torch.Tensor) else type(latent).__name__
-        raise ValueError(f"latent must be one flat latent vector [d], got {shape}; index a batch with latents[i]")
-    expected = _latent_size(xm)
-    if expected is not None and latent.shape[0] != expected:
-        raise ValueError(f"latent has {latent.shape[0]} entries but this model expects {expected}")
-    return xm.bottleneck_to_params(latent[None])
-
-
-def _latent_size(xm: Any) -> Optional[int]:
-    """latent_ctx * d_latent of a Transmitter (encoder) or ChannelsDecoder (params_proj), if known."""
-    for owner in (getattr(xm, "params_proj", None), getattr(xm, "encoder", None), xm):
-        ctx, width = getattr(owner, "latent_ctx", None), getattr(owner, "d_latent", None)
-        if isinstance(ctx, int) and isinstance(width, int):
-            return ctx * width
-    return None
-
-
-def _gif_bytes(images: Sequence[Image.Image], duration_ms: int = GIF_FRAME_MS) -> bytes:
-    images = [_check_image(im) for im in _check_images(images)]
-    buffer = io.BytesIO()
-    images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
-    return buffer.getvalue()
-
-
-def _check_images(images: Sequence[Image.Image]) -> Sequence[Image.Image]:
-    if len(images) == 0:
-        raise ValueError("images is empty; pass at least one PIL image")
-    return images
-
-
-def _check_image(image: Any) -> Image.Image:
-    if not isinstance(image, Image.Image):
-        raise ValueError(f"expected PIL images, got {type(image).__name__}; convert with PIL.Image.fromarray")
-    return image

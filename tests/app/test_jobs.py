@@ -65,8 +65,9 @@ def test_stop_cancels_every_job_and_waits_for_the_running_one_to_end(tmp_path):
     thread = threading.Thread(target=job)
     thread.start()
     started.wait(5)
-    assert jobs.stop(timeout=5) and outcome == ["cancelled"]
-    thread.join()
+    assert jobs.stop(timeout=5)
+    thread.join(5)
+    assert outcome == ["cancelled"]
 
 
 def test_folders_of_finished_jobs_are_deleted_after_their_time_only(tmp_path):

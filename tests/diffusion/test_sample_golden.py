@@ -59,7 +59,7 @@ def test_sampler_arithmetic_replays_golden_run(d, name):
     embeddings = d["inputs"]["grid_embeddings" if name.startswith("d5") else "text_embeddings"]
     samples = _run(d, name, model, embeddings)
     assert model.index == len(run["model_calls"])
-    # Measured: bit-identical (0.0) on torch 2.13 on the AMD EPYC CPUs of earlier sessions; on an Intel
+    # Measured: bit-identical (0.0) on torch 2.13 on the AMD EPYC CPUs the goldens came from; on an Intel
     # AVX-512 CPU MKL's exp/sqrt round differently and the churned run drifts by 2.2e-5.
     assert model.max_x_error <= 1e-4
     torch.testing.assert_close(samples, run["samples"], atol=1e-4, rtol=0)

@@ -19,7 +19,7 @@ from shap_e.eval.classify import (
 from shap_e.eval.metrics import EvalMesh, grid_iou, nearest, occupancy, to_eval_mesh
 from shap_e.eval.run import asset_mesh
 from shap_e.rendering.marching_cubes import marching_cubes
-from shap_e.rendering.mesh import TorchMesh
+from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.rendering.color import srgb_to_linear
 
 

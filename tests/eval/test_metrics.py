@@ -5,8 +5,8 @@ import trimesh
 
 from shap_e.data import CATEGORIES, generate_asset
 from shap_e.eval.metrics import EvalMesh, chamfer_and_color, grid_iou, occupancy, to_eval_mesh, volumetric_iou
-from shap_e.rendering.mesh import TorchMesh
-from shap_e.train.transmitter_targets import winding_number
+from shap_e.rendering.torch_mesh import TorchMesh
+from shap_e.encoding.targets import winding_number
 
 
 def box(extents=(1.0, 1.0, 1.0), offset=(0.0, 0.0, 0.0)) -> EvalMesh:

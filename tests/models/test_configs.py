@@ -72,7 +72,7 @@ def test_missing_config_file_is_named():
 def test_skip_weight_init_leaves_init_functions_restored_and_skips_randomness():
     import torch
 
-    from shap_e.models.configs import skip_weight_init
+    from shap_e.util.config import skip_weight_init
 
     normal = torch.nn.init.normal_
     with skip_weight_init():
@@ -89,7 +89,7 @@ def test_skip_weight_init_leaves_init_functions_restored_and_skips_randomness():
 def test_settings_of_builds_the_dataclass_from_a_mapping_and_names_the_key_when_it_cannot():
     from dataclasses import dataclass
 
-    from shap_e.models.configs import settings_of
+    from shap_e.util.config import settings_of
 
     @dataclass
     class Fit:

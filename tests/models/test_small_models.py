@@ -26,7 +26,7 @@ def test_bundled_models_are_registered_with_their_decoder():
 @pytest.mark.slow
 def test_transmitter_small_round_trip_keeps_shape_and_colour(xm, tmp_path):
     from shap_e.encoding import encode
-    from shap_e.util.asset_loading import load_asset
+    from shap_e.encoding.assets import load_asset
 
     asset = generate_asset("sphere", "blue", "regular", seed=3)
     path = tmp_path / "sphere.ply"
@@ -38,7 +38,7 @@ def test_transmitter_small_round_trip_keeps_shape_and_colour(xm, tmp_path):
 
 
 def test_text_small_colour_hint_names_the_colour_of_a_prompt_including_some_unseen_words():
-    """The bundled read-out (model_cards/text-small.md, session 39): training colour words, and "aqua"
+    """The bundled read-out (model_cards/text-small.md): training colour words, and "aqua"
     and "rosy", held-out words it reads right in every paraphrase draw."""
     from shap_e.data import COLOURS
 

@@ -4,9 +4,9 @@ import torch
 
 from shap_e.models.configs import model_from_config
 from shap_e.rendering.cameras import ProjectiveCamera
-from shap_e.util.batch import MultimodalBatch
+from shap_e.models.transmitter.batch import MultimodalBatch
 
-# The golden README's acceptance for encoder latents. On the AMD EPYC machines of earlier sessions the
+# The golden README's acceptance for encoder latents. On the AMD EPYC CPUs the goldens came from the
 # error is under 2e-5 (the reference's float32 ops); on Intel CPUs MKL rounds differently and the
 # NeRF position encoding (frequencies up to 2^14) amplifies it to about 1e-3.
 LATENT_ATOL = 2e-3

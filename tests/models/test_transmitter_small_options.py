@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from shap_e.models.configs import model_from_config
-from shap_e.util.batch import MultimodalBatch
+from shap_e.models.transmitter.batch import MultimodalBatch
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_unknown_cross_attention_dataset_is_a_clear_error(points_only_transmitte
 
 
 def test_fewer_position_degrees_narrow_the_first_meta_layer(points_only_transmitter):
-    from shap_e.models.posenc import posenc_nerf
+    from shap_e.models.nn.encoding import posenc_nerf
 
     config = points_only_transmitter(inner_batch_size=64)
     config["renderer"]["nerstf"]["position_degrees"] = 6

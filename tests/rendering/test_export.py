@@ -12,7 +12,8 @@ import trimesh
 
 from shap_e.rendering import export
 from shap_e.rendering.export import save_mesh, save_textured_glb, save_textured_obj, to_y_up
-from shap_e.rendering.mesh import TorchMesh, TriMesh
+from shap_e.rendering.mesh import TriMesh
+from shap_e.rendering.torch_mesh import TorchMesh
 
 VALIDATOR_SCRIPT = Path(__file__).with_name("validate_gltf.js")
 REPO_ROOT = Path(__file__).resolve().parents[2]

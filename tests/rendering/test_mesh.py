@@ -5,7 +5,8 @@ import pytest
 import torch
 import trimesh
 
-from shap_e.rendering.mesh import TorchMesh, TriMesh
+from shap_e.rendering.mesh import TriMesh
+from shap_e.rendering.torch_mesh import TorchMesh
 
 
 def _golden_small_mesh(golden, colors=True) -> TorchMesh:

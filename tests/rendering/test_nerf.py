@@ -1,9 +1,9 @@
-"""NeRF sampling and integration (SPEC §5.5): analytic cases, sampler properties, RNG order."""
+"""NeRF sampling and integration (docs/behaviour.md#nerf-rendering): analytic cases, sampler properties, RNG order."""
 import math
 
 import torch
 
-from shap_e.models.nerstf import NeRSTFOutput
+from shap_e.rendering.fields import NeRSTFOutput
 from shap_e.rendering.nerf import (
     importance_samples,
     integrate_samples,

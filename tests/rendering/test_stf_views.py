@@ -7,7 +7,7 @@ golden f's fallback images; the same caster with the test reproduces our (correc
 import pytest
 import torch
 
-from shap_e.models.renderer import build_renderer
+from shap_e.models.nerstf.renderer import build_renderer
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras
 from shap_e.rendering.color import linear_to_srgb
 from shap_e.rendering.stf import render_mesh_views

@@ -6,7 +6,7 @@ import torch
 import trimesh
 
 from shap_e.train.condition_images import photo_cameras, render_condition_images
-from shap_e.util.asset_loading import load_asset
+from shap_e.encoding.assets import load_asset
 
 
 @pytest.fixture(scope="module")

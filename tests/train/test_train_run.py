@@ -244,7 +244,7 @@ def test_freeze_decoder_trains_the_encoder_alone(tmp_path, golden):
 def test_every_recipe_uses_only_keys_its_stage_accepts():
     from pathlib import Path
 
-    from shap_e.models.configs import check_keys
+    from shap_e.util.config import check_keys
     from shap_e.train.loop import TrainConfig
     from shap_e.train.run import DIFFUSION_KEYS, TRANSMITTER_KEYS, read_training_config
 

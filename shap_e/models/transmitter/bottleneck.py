@@ -1,4 +1,4 @@
-"""The latent bottleneck: tanh, plus diffusion noise during training (SPEC §4.8)."""
+"""The latent bottleneck: tanh, plus diffusion noise during training (docs/behaviour.md#bottleneck)."""
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -54,7 +54,7 @@ def build_bottleneck(config: Optional[Dict[str, Any]]) -> nn.Module:
     name = config.pop("name", None)
     if name != "clamp_diffusion_noise":
         raise ValueError(f"unknown latent_bottleneck name {name!r}; valid names: ['clamp_diffusion_noise']")
-    from shap_e.models.configs import check_keys
+    from shap_e.util.config import check_keys
 
     check_keys(config, {"diffusion", "diffusion_prob"}, "latent_bottleneck")
     return ClampDiffusionNoiseBottleneck(**config)

@@ -1,4 +1,4 @@
-"""Latent -> NeRSTF MLP weights, one latent token per weight row (SPEC §4.9)."""
+"""Latent -> NeRSTF MLP weights, one latent token per weight row (docs/behaviour.md#latent-to-mlp-weights)."""
 import math
 from collections import OrderedDict
 from typing import Dict, Mapping, Tuple
@@ -6,7 +6,7 @@ from typing import Dict, Mapping, Tuple
 import torch
 import torch.nn as nn
 
-from shap_e.models.transformer import is_meta
+from shap_e.models.generation.transformer import is_meta
 
 ParamShapes = Mapping[str, Tuple[int, int]]
 

@@ -1,0 +1,50 @@
+"""`TorchMesh`: a triangle mesh as torch tensors, what marching cubes and the STF renderer produce."""
+from dataclasses import dataclass
+from typing import Dict, Optional, Union
+
+import torch
+
+from shap_e.rendering.mesh import TriMesh
+
+__all__ = ["TorchMesh"]
+
+
+@dataclass
+class TorchMesh:
+    """A mesh as torch tensors (what marching cubes and the STF renderer produce).
+
+    verts: `[n_verts, 3]` float32 positions (Shap-E world space, +Z up).
+    faces: `[n_faces, 3]` int64 vertex indices, counter-clockwise seen from outside.
+    vertex_channels: optional `{name: [n_verts]}`; 'R', 'G', 'B' hold **linear** colours in [0, 1].
+    face_channels: optional `{name: [n_faces]}`.
+    """
+
+    verts: torch.Tensor
+    faces: torch.Tensor
+    vertex_channels: Optional[Dict[str, torch.Tensor]] = None
+    face_channels: Optional[Dict[str, torch.Tensor]] = None
+
+    def tri_mesh(self) -> "TriMesh":
+        """The same mesh as numpy arrays on the CPU."""
+
+        def to_numpy(channels):
+            if channels is None:
+                return None
+            return {k: v.detach().cpu().numpy() for k, v in channels.items()}
+
+        return TriMesh(
+            verts=self.verts.detach().cpu().numpy(),
+            faces=self.faces.detach().cpu().numpy(),
+            vertex_channels=to_numpy(self.vertex_channels),
+            face_channels=to_numpy(self.face_channels),
+        )
+
+    def to(self, device: Union[str, torch.device]) -> "TorchMesh":
+        """The same mesh with every tensor on `device`."""
+
+        def move(channels):
+            return None if channels is None else {k: v.to(device) for k, v in channels.items()}
+
+        return TorchMesh(
+            self.verts.to(device), self.faces.to(device), move(self.vertex_channels), move(self.face_channels)
+        )
