@@ -17,6 +17,7 @@ import pytest
 
 START_TIMEOUT_S = 180
 MAX_UPLOAD_MB = 1
+MAX_QUEUE = 2
 # The settings every API test asks for (small grid, fast sampler: the files, not the shapes, are under test).
 TEXT = {"prompt": "a red cube", "model": "text-small", "seed": 0, "random_seed": False, "guidance": 3.0,
         "preset": "fast", "samples": 1, "grid_size": 64}
@@ -64,7 +65,7 @@ def app_server(tmp_path_factory):
     env = {**os.environ, "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "SHAP_E_CACHE": str(tmp_path_factory.mktemp("app_cache"))}
     command = [sys.executable, "-m", "shap_e", "app", "--port", str(port), "--device", "cpu",
-               "--max-upload-mb", str(MAX_UPLOAD_MB)]
+               "--max-upload-mb", str(MAX_UPLOAD_MB), "--max-queue", str(MAX_QUEUE)]
     with log.open("w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"

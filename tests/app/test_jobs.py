@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shap_e.app.jobs import Cancelled, Jobs
-from tests.app.conftest import TEXT
+from tests.app.conftest import MAX_QUEUE, TEXT
 
 
 def test_two_jobs_of_one_model_run_one_after_the_other_and_other_models_do_not_wait(tmp_path):
@@ -98,3 +98,22 @@ def test_two_concurrent_requests_both_finish_one_at_a_time_with_their_own_result
     assert Path(results[1][1]).read_bytes() != Path(results[0][1]).read_bytes()
     events = re.findall(r"job \d+ \(text-small\) (started|ended)", app_server.log_text()[len(before):])
     assert events == ["started", "ended", "started", "ended"]
+
+
+@pytest.mark.slow
+def test_requests_beyond_the_queue_size_are_turned_away_and_the_others_finish(client):
+    jobs = [client.submit(*{**TEXT, "seed": seed, "grid_size": 16}.values(), api_name="/text_to_3d")
+            for seed in range(2 + MAX_QUEUE + 2)]  # two run (two models at most), MAX_QUEUE wait
+    finished, refused = [], []
+    for job in jobs:
+        try:
+            finished.append(job.result(timeout=300))
+        except Exception as error:
+            refused.append(str(error))
+    # At most two run and MAX_QUEUE wait: of six sent at once some are refused (how many depends on how
+    # far the first ones got while the others arrived).
+    assert refused and all(message == "Queue is full! Please try again." for message in refused), refused
+    assert len(finished) == len(jobs) - len(refused)
+    seeds = [json.loads(Path(next(f for f in files if f.endswith("meta.json"))).read_text())["seed"]
+             for _, _, _, files in finished]
+    assert len(set(seeds)) == len(seeds)

@@ -4,6 +4,7 @@ message (no traceback, no server path), and the cancel button stops a job betwee
 import json
 import re
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,18 @@ def test_bad_input_comes_back_as_the_pages_one_line_message(client, tmp_path):
                                api_name="/encode_mesh"))
     assert "encode a mesh first" in app_error(lambda: client.predict("a chair", 0.5, 0, False, 1, 32,
                                                                      api_name="/variations"))
+
+
+def test_a_server_path_sent_instead_of_an_upload_is_refused_without_detail(app_server):
+    request = urllib.request.Request(
+        f"{app_server.url}gradio_api/call/encode_mesh", method="POST", headers={"Content-Type": "application/json"},
+        data=json.dumps({"data": [{"path": "/etc/hostname", "meta": {"_type": "gradio.FileData"}},
+                                  "transmitter-small", 0, 0, 32]}).encode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        event = json.loads(response.read())["event_id"]
+    with urllib.request.urlopen(f"{app_server.url}gradio_api/call/encode_mesh/{event}", timeout=60) as response:
+        stream = response.read().decode()
+    assert stream.startswith("event: error") and "hostname" not in stream and "Traceback" not in stream
 
 
 def test_an_upload_over_the_limit_is_refused(client, tmp_path):
