@@ -1,8 +1,8 @@
 """The page: three tabs (Text → 3D, Image → 3D, Encode) and a result panel each.
 
 Every result panel shows the first sample in a 3D viewer, all samples' turntables (pick one to
-view it), and the sample's files. The API names (`/text_to_3d`, `/image_to_3d`, `/encode_mesh`,
-`/variations`, `/cancel_<tab>`) are what `gradio_client` calls.
+view it), and the sample's files. The API names (`/text_to_3d`, `/image_to_3d`, `/model_view`,
+`/encode_mesh`, `/variations`, `/cancel_<tab>`) are what `gradio_client` calls.
 """
 from dataclasses import dataclass
 from typing import Any, List
@@ -32,6 +32,8 @@ def theme() -> gr.themes.Base:
 
 @dataclass
 class ResultPanel:
+    """A result's components; `folders` (server side only) holds the sample folders shown."""
+
     status: Any
     viewer: Any
     turntables: Any

@@ -39,6 +39,18 @@ def wait_for_drawn_viewer(browser, viewer: str) -> float:
     return 0.0
 
 
+def test_a_blank_viewer_counts_as_nothing_drawn():
+    def png(pixels) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(np.asarray(pixels, np.uint8)).save(out, format="PNG")
+        return out.getvalue()
+
+    white = np.full((40, 60, 3), 255)
+    assert drawn_fraction(png(white)) == 0.0 < DRAWN_FRACTION
+    white[:, :30] = (200, 30, 30)
+    assert drawn_fraction(png(white)) == 0.5
+
+
 @pytest.mark.slow
 def test_typing_a_prompt_and_pressing_generate_draws_the_glb_in_the_viewer(browser, app_server):  # noqa: F811
     from selenium.webdriver.common.by import By
