@@ -103,15 +103,12 @@ def read_prompts(args) -> List[str]:
 def read_image(path: str):
     """The picture at `path` as an RGB PIL image; transparent pixels become white, the background
     the bundled image prior was trained on."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
+
+    from shap_e.util.image_util import load_image, remove_alpha
 
     try:
-        with Image.open(path) as image:
-            if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
-                rgba = image.convert("RGBA")
-                white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-                return Image.alpha_composite(white, rgba).convert("RGB")
-            return image.convert("RGB")
+        return remove_alpha(load_image(path), mode="white").convert("RGB")
     except FileNotFoundError as e:
         raise CliError(f"image {path!r} does not exist") from e
     except (UnidentifiedImageError, OSError) as e:
@@ -222,10 +219,12 @@ def generate_one(models, plan: Plan, label, model_kwargs, device, args, callback
     generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
     t0 = time.perf_counter()
     latents = sample_latents(
-        args.batch, models["prior"], models["diffusion"], model_kwargs, args.guidance, True,
-        False, True, settings.karras_steps, settings.sigma_min, settings.sigma_max, settings.s_churn,
-        device=device, progress=True, sampler=settings.sampler, generator=generators,
-        dtype=DTYPES.get(args.dtype), guidance_max_sigma=args.guidance_max_sigma, callback=callback,
+        batch_size=args.batch, model=models["prior"], diffusion=models["diffusion"],
+        model_kwargs=model_kwargs, guidance_scale=args.guidance, clip_denoised=True, use_fp16=False,
+        use_karras=True, karras_steps=settings.karras_steps, sigma_min=settings.sigma_min,
+        sigma_max=settings.sigma_max, s_churn=settings.s_churn, device=device, progress=True,
+        sampler=settings.sampler, generator=generators, dtype=DTYPES.get(args.dtype),
+        guidance_max_sigma=args.guidance_max_sigma, callback=callback,
         **sampling_start(models["prior"], plan, model_kwargs, args),
     )
     sample_seconds = time.perf_counter() - t0

@@ -63,7 +63,7 @@ def encode(
         **encoder.batch_options(),
     )
     with torch.inference_mode():
-        latent = encoder.encode_to_bottleneck(batch, generator)[0]
+        latent = encoder.encode_to_bottleneck(batch, generator=generator)[0]
     if refine_steps == 0:
         return latent
     from shap_e.encoding.assets import load_asset

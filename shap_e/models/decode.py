@@ -2,13 +2,15 @@
 
 `xm` is anything with `.bottleneck_to_params(latent [1, d])` and a `.renderer`
 (`shap_e.models.nerstf.renderer.NeRSTFRenderer`). `shap_e.util.notebooks` re-exports these functions under
-their official names.
+their official names. Cameras are typed `ProjectiveCamera`s or the official
+`DifferentiableCameraBatch` (what the official `create_pan_cameras` returns).
 """
 from typing import Any, List, Optional, Union
 
 import torch
 from PIL import Image
 
+from shap_e.models.nn.camera import DifferentiableCameraBatch, as_projective
 from shap_e.rendering.cameras import ProjectiveCamera, turntable_cameras
 from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.util.precision import resolve_query_dtype
@@ -20,13 +22,15 @@ __all__ = ["decode_latent_images", "decode_latent_mesh", "latent_color_fn", "tur
 def decode_latent_images(
     xm: Any,
     latent: torch.Tensor,
-    cameras: ProjectiveCamera,
+    cameras: Union[DifferentiableCameraBatch, ProjectiveCamera],
     rendering_mode: str = "stf",
     *,
     generator: Optional[torch.Generator] = None,
     query_dtype: Union[None, str, torch.dtype] = "auto",
 ) -> List[Image.Image]:
     """Render one latent `[d_latent_total]` in every view of `cameras` -> one PIL image per view.
+
+    cameras: batch shape `(1, n_views)` (`create_pan_cameras`), official or typed.
 
     NeRF mode is stochastic (`generator`, default the global RNG, as the reference); STF mode is
     deterministic. Pixel values are truncated to uint8 after clamping to 0..255, as the reference.
@@ -35,11 +39,12 @@ def decode_latent_images(
     decoder on an AVX512-BF16 CPU or a GPU, about 1.9x faster on CPU, pixels within a few levels of
     float32), else float32; None forces float32. STF meshes are float32 unless a dtype is given.
     """
+    cameras = as_projective(cameras)
     params = _params(xm, latent)
     if rendering_mode != "nerf" and query_dtype == "auto":
         query_dtype = None
     query_dtype = resolve_query_dtype(query_dtype, latent.device, xm.renderer.nerstf.d_hidden)
-    out = xm.renderer.render_views(
+    out = xm.renderer.render_cameras(
         cameras, params, rendering_mode=rendering_mode, generator=generator, query_dtype=query_dtype
     )
     images = out.channels.clamp(0, 255).to(torch.uint8)[0]  # [*inner, H, W, 3]

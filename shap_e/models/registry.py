@@ -178,7 +178,7 @@ for _spec in (
     ModelSpec("diffusion-small", "diffusion_small_config.yaml",
               description="Gaussian diffusion of the small priors: cosine schedule, v prediction (config only)"),
     ModelSpec("transmitter-small", "transmitter_small_config.yaml",
-              sha256="0826c981d004bcfb8ed444211afebecd5537308912888c9ae8a5232ec33f10b1",
+              sha256="00e0c8ffae7c899d19d04f1614467c96d5f88fda81fb4e0e62c6a2698199294d",
               weights_file="transmitter-small.safetensors", n_params=787_130,
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
     ModelSpec("text-small", "text_small_config.yaml",

@@ -44,10 +44,11 @@ def _run(d, name, model, embeddings):
     diffusion_key = "ddpm_diffusion" if name.startswith("d4") else "diffusion"
     torch.manual_seed(args["seed"])
     return sample_latents(
-        args["batch_size"], model, diffusion_from_config(d["config"][diffusion_key]),
-        dict(embeddings=embeddings), args["guidance_scale"], args["clip_denoised"],
-        args["use_fp16"], args["use_karras"], args["karras_steps"], args["sigma_min"],
-        args["sigma_max"], args["s_churn"], device=torch.device("cpu"),
+        batch_size=args["batch_size"], model=model,
+        diffusion=diffusion_from_config(d["config"][diffusion_key]), model_kwargs=dict(embeddings=embeddings),
+        guidance_scale=args["guidance_scale"], clip_denoised=args["clip_denoised"], use_fp16=args["use_fp16"],
+        use_karras=args["use_karras"], karras_steps=args["karras_steps"], sigma_min=args["sigma_min"],
+        sigma_max=args["sigma_max"], s_churn=args["s_churn"], device=torch.device("cpu"),
         legacy_guidance=name.startswith("d4"),
     )
 
