@@ -12,23 +12,23 @@ import torch
 import torch.nn as nn
 
 from shap_e.models.generation.latent_diffusion import SplitVectorDiffusion
-from shap_e.models.nerf.model import MLPNeRFModel, VoidNeRFModel
-from shap_e.models.nerf.renderer import OneStepNeRFRenderer, TwoStepNeRFRenderer
-from shap_e.models.stf.mlp import MLPSDFModel, MLPTextureFieldModel
-from shap_e.models.stf.renderer import STFRenderer
-from shap_e.models.volume import BoundingBoxVolume, SphericalVolume, UnboundedVolume
 from shap_e.models.generation.perceiver import PointDiffusionPerceiver
 from shap_e.models.generation.pooled_mlp import PooledMLP
 from shap_e.models.generation.transformer import (
     CLIPImageGridPointDiffusionTransformer, CLIPImageGridUpsamplePointDiffusionTransformer,
     CLIPImagePointDiffusionTransformer, PointDiffusionTransformer, UpsamplePointDiffusionTransformer,
 )
+from shap_e.models.nerf.model import MLPNeRFModel, VoidNeRFModel
+from shap_e.models.nerf.renderer import OneStepNeRFRenderer, TwoStepNeRFRenderer
+from shap_e.models.stf.mlp import MLPSDFModel, MLPTextureFieldModel
+from shap_e.models.stf.renderer import STFRenderer
 from shap_e.models.transmitter.base import ChannelsDecoder, Transmitter, VectorDecoder, meta_param_shapes
 from shap_e.models.transmitter.channels_encoder import (
     PointCloudPerceiverChannelsEncoder, PointCloudTransformerChannelsEncoder,
 )
 from shap_e.models.transmitter.multiview_encoder import MultiviewTransformerEncoder
 from shap_e.models.transmitter.pc_encoder import PointCloudPerceiverEncoder, PointCloudTransformerEncoder
+from shap_e.models.volume import BoundingBoxVolume, SphericalVolume, UnboundedVolume
 from shap_e.util.config import ConfigLike, check_keys, read_config, resolve_device
 
 __all__ = ["MODEL_BUILDERS", "constructor_keys", "model_from_config"]

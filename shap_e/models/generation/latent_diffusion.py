@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 import torch.nn as nn
 
+from shap_e.models.conditioning import conditioning_embeddings
 from shap_e.models.generation.transformer import CONDITIONERS
 
 class SplitVectorDiffusion(nn.Module):
@@ -192,8 +193,6 @@ class SplitVectorDiffusion(nn.Module):
         for `"grid_encoder"`, run without gradients) is loaded only when texts or images are given;
         missing entries become zeros (the unconditional input). Other entries pass through.
         """
-        from shap_e.models.conditioning import conditioning_embeddings
-
         kind = self.conditioning
         if kind is None:  # an inner model without text or image conditioning
             inner = getattr(self.wrapped, "cached_model_kwargs", None)

@@ -16,6 +16,7 @@ import torch.nn as nn
 from PIL import Image
 
 from shap_e.models.clip import FrozenCLIP, default_clip
+from shap_e.models.conditioning import conditioning_embeddings
 
 __all__ = ["CLIP_NAMES", "FrozenImageCLIP", "ImageCLIP", "ImageType"]
 
@@ -75,8 +76,6 @@ class _Sizes:
 
     def _embed(self, batch_size: int, images, texts, embeddings) -> torch.Tensor:
         """`[batch, feature_dim]`: per element an image, a text or a given embedding, else zeros."""
-        from shap_e.models.conditioning import conditioning_embeddings
-
         return conditioning_embeddings("text", batch_size, texts=texts, images=images, embeddings=embeddings,
                                        clip=self, device=self._frozen().device, feature_shape=(self.feature_dim,))
 

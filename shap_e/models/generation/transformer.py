@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from shap_e.models.conditioning import conditioning_embeddings
 from shap_e.models.generation.pretrained_clip import FrozenImageCLIP, ImageCLIP
 from shap_e.models.generation.util import timestep_embedding
 
@@ -264,12 +265,11 @@ class _CLIPConditioned:
         """`[batch, *feature_shape]`: `embeddings` as given when it is one tensor, else every element
         embedded with `self.clip` (zeros where an element has nothing: the unconditional input)."""
         if isinstance(embeddings, torch.Tensor) and images is None and texts is None:
-            if embeddings.shape != (batch_size, *self.feature_shape):
-                raise ValueError(f"embeddings must be [{batch_size}, {', '.join(map(str, self.feature_shape))}] (batch, "
-                                 f"features), got {list(embeddings.shape)}")
+            expected = (batch_size, *self.feature_shape)
+            if embeddings.shape != expected:
+                raise ValueError(f"embeddings must be [{', '.join(map(str, expected))}] (batch, features), "
+                                 f"got {list(embeddings.shape)}")
             return embeddings
-        from shap_e.models.conditioning import conditioning_embeddings
-
         return conditioning_embeddings(
             self.conditioning, batch_size, texts=texts, images=images, embeddings=embeddings, clip=self.clip,
             device=self.input_proj.weight.device, feature_shape=self.feature_shape,
@@ -285,7 +285,8 @@ class _CLIPConditioned:
 
 
 class CLIPImagePointDiffusionTransformer(_CLIPConditioned, PointDiffusionTransformer):
-    """text300M's trunk: one CLIP text/image embedding `[batch, cond_width]` (docs/behaviour.md#text-conditioning).
+    """text300M's trunk: one CLIP text/image embedding `[batch, cond_width]`
+    (docs/behaviour.md#text-conditioning).
 
     `cond_width` is CLIP ViT-L/14's 768 unless set (384 for a MiniLM-conditioned prior).
     """

@@ -2,8 +2,9 @@
 
 Two embeddings of a view: the release's "multiview point cloud" (every opaque pixel is the surface
 point its depth puts on the camera ray, NeRF-encoded with its colour and the ray origin, then a 3x3
-conv: `shap_e.models.nn.encoding.MultiviewPointCloudEmbedding`), and the plain "multiview" patches of colours (and depth) modulated by an embedding of the
-camera. Both end in a patchify conv: `[batch, n_views, n_patches, width]` tokens, row-major patches.
+conv: `shap_e.models.nn.encoding.MultiviewPointCloudEmbedding`), and the plain "multiview" patches
+of colours (and depth) modulated by an embedding of the camera. Both end in a patchify conv:
+`[batch, n_views, n_patches, width]` tokens, row-major patches.
 """
 from typing import Optional
 
@@ -57,8 +58,8 @@ def _maps(x: torch.Tensor) -> torch.Tensor:
     return x.permute(0, 3, 1, 2)[:, None]
 
 
-def encode_multiview_pcl(batch: MultimodalBatch, embed: MultiviewPointCloudEmbedding, patch_emb: nn.Conv2d, image_size: int,
-                         max_depth: float, use_distance: bool = True) -> torch.Tensor:
+def encode_multiview_pcl(batch: MultimodalBatch, embed: MultiviewPointCloudEmbedding, patch_emb: nn.Conv2d,
+                         image_size: int, max_depth: float, use_distance: bool = True) -> torch.Tensor:
     """`[batch, n_views, n_patches, width]` multiview point-cloud tokens (docs/behaviour.md#multiview-features).
 
     Images go through the per-pixel embedding `VIEW_CHUNK` at a time, which bounds memory.

@@ -108,3 +108,18 @@ def test_vector_decoder_unwarps_then_projects_one_vector(golden):
     proj = decoder.params_proj.projections["nerstf__mlp__1__weight"]
     expected = proj(decoder.latent_warp.unwarp(latent)).view(2, 16, 16)
     torch.testing.assert_close(params["nerstf.mlp.1.weight"], expected)
+
+
+def test_decoders_project_to_every_meta_tensor_of_any_renderer():
+    mlp = {"d_hidden": 8, "n_hidden_layers": 2, "meta_parameters": True, "meta_stop": 0}
+    renderer = {"name": "STFRenderer", "grid_size": 8, "sdf": {"name": "MLPSDFModel", **mlp},
+                "tf": {"name": "MLPTextureFieldModel", **mlp},
+                "volume": {"name": "BoundingBoxVolume", "bbox_min": [-1, -1, -1], "bbox_max": [1, 1, 1]}}
+    torch.manual_seed(0)
+    decoder = model_from_config({"name": "VectorDecoder", "d_latent": 16, "params_proj": {"name": "linear"},
+                                 "renderer": renderer})
+    meta = {f"{field}.{name}": tuple(t.shape) for field in ("sdf", "tf")
+            for name, t in getattr(decoder.renderer, field).meta_state_dict().items()}
+    assert decoder.param_shapes == meta and "sdf.mlp.0.weight" in meta
+    params = decoder.bottleneck_to_params(torch.randn(2, 16))
+    assert {k: tuple(v.shape[1:]) for k, v in params.items()} == meta
