@@ -15,7 +15,7 @@ __all__ = ["CliError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from shap_e.cli import assets, data, generate, models, train
+    from shap_e.cli import app, assets, data, generate, models, train
     from shap_e.cli import eval as evaluation
 
     parser = argparse.ArgumentParser(
@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"shap-e {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (generate, assets, models, train, data, evaluation):
+    for module in (generate, assets, models, train, data, evaluation, app):
         module.add_commands(commands)
     return parser
 

@@ -1,9 +1,25 @@
-"""`shap-e encode`, `shap-e decode` and `shap-e render`: between asset files, latents and pictures."""
+"""`shap-e encode`, `shap-e decode` and `shap-e render`: between asset files, latents and pictures.
+
+`encode_asset` and `decode_latent` are the commands' work once the model is loaded; the web app
+(`shap-e app`) calls them with its models loaded once.
+"""
+import time
 from pathlib import Path
+from typing import List, Tuple
 
 import torch
 
-from shap_e.cli.common import CliError, add_vertex_placement_option, atomic_directory, pick_device, say
+from shap_e import __version__
+from shap_e.cli.common import (
+    CliError,
+    add_sample_output_options,
+    check_sample_output,
+    load_latent,
+    parse_formats,
+    pick_device,
+    say,
+    write_sample,
+)
 
 
 def add_commands(commands) -> None:
@@ -16,12 +32,11 @@ def add_commands(commands) -> None:
     add_model_options(encode, "registry name of the transmitter")
     encode.set_defaults(run=run_encode)
 
-    decode = commands.add_parser("decode", help="latent -> mesh files", description="Decode a latent to meshes.")
+    decode = commands.add_parser("decode", help="latent -> mesh files",
+                                 description="Decode a latent to a sample folder: meshes, latent.pt, meta.json.")
     decode.add_argument("latent", help="a latent file written by `shap-e encode` or `shap-e text`")
     decode.add_argument("-o", "--output", required=True, help="output folder")
-    decode.add_argument("--format", default="glb,ply", help="comma-separated: glb, ply, obj")
-    decode.add_argument("--grid-size", type=int, default=128)
-    add_vertex_placement_option(decode)
+    add_sample_output_options(decode)
     add_model_options(decode, "registry name of the decoder/transmitter")
     decode.set_defaults(run=run_decode)
 
@@ -42,26 +57,28 @@ def add_model_options(parser, model_help: str) -> None:
     parser.add_argument("--cache-dir", help="model cache")
 
 
-def load_latent(path: str) -> torch.Tensor:
-    if not Path(path).is_file():
-        raise CliError(f"latent file {path!r} does not exist")
-    latent = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(latent, torch.Tensor) or latent.ndim != 1:
-        raise CliError(f"{path!r} does not hold a 1-D latent tensor")
-    return latent
-
-
 def run_encode(args) -> None:
-    from shap_e.encoding import encode
     from shap_e.models.download import load_model
 
+    check_encode(args)
+    device = pick_device(args.device)
+    transmitter = load_model(args.model, device=device, cache_dir=args.cache_dir)
+    encode_asset(args, transmitter, device)
+
+
+def check_encode(args) -> None:
     if not Path(args.asset).is_file():
         raise CliError(f"asset {args.asset!r} does not exist")
     if args.refine_steps < 0:
         raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
+
+
+def encode_asset(args, transmitter, device) -> Path:
+    """Encode `args.asset` with the loaded `transmitter` and write the latent to `args.output`."""
+    from shap_e.encoding import encode
+
+    check_encode(args)
     out = Path(args.output)
-    device = pick_device(args.device)
-    transmitter = load_model(args.model, device=device, cache_dir=args.cache_dir)
     latent = encode(args.asset, transmitter, device=device, generator=torch.Generator().manual_seed(args.seed),
                     seed=args.seed, refine_steps=args.refine_steps)
     tmp = out.with_name(f".{out.name}.tmp")
@@ -72,28 +89,38 @@ def run_encode(args) -> None:
         tmp.unlink(missing_ok=True)
         raise CliError(f"cannot write {out}: {e.strerror or e}") from e
     say(f"wrote {out} ({latent.numel()} numbers)")
+    return out
 
 
 def run_decode(args) -> None:
-    from shap_e.cli.generate import parse_formats
     from shap_e.models.download import load_model
-    from shap_e.rendering.export import save_mesh
-    from shap_e.models.decode import decode_latent_mesh
 
-    formats = parse_formats(args.format)
-    latent = load_latent(args.latent)
+    check_decode(args)
     device = pick_device(args.device)
     xm = load_model(args.model, device=device, cache_dir=args.cache_dir)
-    mesh = decode_latent_mesh(xm, latent.to(device), grid_size=args.grid_size, vertex_placement=args.vertex_placement)
-    with atomic_directory(Path(args.output)) as tmp:
-        for fmt in formats:
-            save_mesh(mesh, tmp / f"mesh.{fmt}")
-    say(f"wrote {args.output}")
+    decode_latent(args, xm, device)
+
+
+def check_decode(args) -> Tuple[List[str], torch.Tensor]:
+    """Check `args` of `shap-e decode`; returns its mesh formats and the `[d_latent]` latent."""
+    check_sample_output(args)
+    return parse_formats(args.format), load_latent(args.latent)
+
+
+def decode_latent(args, xm, device) -> Path:
+    """Decode the latent file `args.latent` with the loaded `xm` into the sample folder `args.output`."""
+    formats, latent = check_decode(args)
+    meta = {"latent": Path(args.latent).name, "decoder": args.model, "grid_size": args.grid_size,
+            "package_version": __version__, "seconds": {}}
+    t0 = time.perf_counter()
+    write_sample(xm, latent.to(device), Path(args.output), formats, meta, args)
+    say(f"wrote {args.output} in {time.perf_counter() - t0:.1f} s")
+    return Path(args.output)
 
 
 def run_render(args) -> None:
-    from shap_e.models.download import load_model
     from shap_e.models.decode import turntable
+    from shap_e.models.download import load_model
     from shap_e.util.animation import save_gif, save_mp4
 
     suffix = Path(args.output).suffix.lower()

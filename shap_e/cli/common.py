@@ -1,11 +1,13 @@
-"""Pieces shared by the commands: device choice, model choice, atomic output folders, sampling options."""
+"""Pieces shared by the commands: device choice, model choice, atomic output folders, sample folders, options."""
+import json
 import os
 import shutil
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 import torch
 
@@ -76,6 +78,76 @@ def atomic_directory(final: Path) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+FORMATS = ("glb", "ply", "obj")
+
+
+def add_sample_output_options(parser) -> None:
+    """What a sample folder holds besides latent.pt and meta.json: mesh formats, mesh grid, turntables."""
+    parser.add_argument("--format", default="glb,ply", help=f"comma-separated mesh formats from {FORMATS}")
+    parser.add_argument("--texture", action="store_true", help="also write a UV-textured GLB (needs xatlas)")
+    parser.add_argument("--grid-size", type=int, default=128, help="marching-cubes grid (>= 8)")
+    add_vertex_placement_option(parser)
+    parser.add_argument("--gif", action="store_true", help="write a turntable GIF")
+    parser.add_argument("--mp4", action="store_true", help="write a turntable MP4 (needs imageio-ffmpeg)")
+    parser.add_argument("--render-mode", choices=("nerf", "stf"), default="stf", help="turntable renderer")
+    parser.add_argument("--render-size", type=int, default=128, help="turntable frame size in pixels")
+
+
+def parse_formats(value: str) -> List[str]:
+    formats = [f.strip().lower() for f in value.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise CliError(f"--format {value!r}: use a comma-separated list of {', '.join(FORMATS)}")
+    return formats
+
+
+def check_sample_output(args) -> None:
+    if args.grid_size < 8:
+        raise CliError("--grid-size must be at least 8")
+    if args.render_size < 8:
+        raise CliError("--render-size must be at least 8")
+
+
+def write_sample(xm, latent: torch.Tensor, folder: Path, formats: List[str], meta: Dict[str, Any], args) -> None:
+    """A sample folder, whole or not at all: latent.pt, mesh.<format> for each of `formats`, the
+    textured GLB and turntables when `args` asks, and meta.json (`meta` plus decoding times).
+
+    :param latent: `[d_latent]`, decoded by the transmitter or decoder `xm`.
+    """
+    from shap_e.rendering.export import save_mesh, save_textured_glb
+    from shap_e.models.decode import decode_latent_mesh, latent_color_fn, turntable
+    from shap_e.util.animation import save_gif, save_mp4
+
+    with atomic_directory(folder) as tmp:
+        torch.save(latent.detach().cpu(), tmp / "latent.pt")
+        t0 = time.perf_counter()
+        mesh = decode_latent_mesh(xm, latent, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
+        meta["seconds"]["mesh"] = round(time.perf_counter() - t0, 3)
+        for fmt in formats:
+            save_mesh(mesh, tmp / f"mesh.{fmt}")
+        if args.texture:
+            save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent))
+        if args.gif or args.mp4:
+            t0 = time.perf_counter()
+            frames = turntable(xm, latent, size=args.render_size, rendering_mode=args.render_mode)
+            meta["seconds"]["turntable"] = round(time.perf_counter() - t0, 3)
+            if args.gif:
+                save_gif(frames, tmp / "turntable.gif")
+            if args.mp4:
+                save_mp4(frames, tmp / "turntable.mp4")
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def load_latent(path: str) -> torch.Tensor:
+    """A `[d_latent]` latent file written by `shap-e encode` or a sample's latent.pt."""
+    if not Path(path).is_file():
+        raise CliError(f"latent file {path!r} does not exist")
+    latent = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(latent, torch.Tensor) or latent.ndim != 1:
+        raise CliError(f"{path!r} does not hold a 1-D latent tensor")
+    return latent
+
+
 def add_vertex_placement_option(parser) -> None:
     from shap_e.rendering.stf import VERTEX_PLACEMENTS
 
@@ -87,22 +159,32 @@ def add_vertex_placement_option(parser) -> None:
 
 def add_init_strength_option(parser) -> None:
     parser.add_argument("--init-strength", type=float,
-                        help="for an image prior with a latent head: start sampling from the latent it reads off the "
-                        "picture, at this SDEdit strength in (0, 1]; 1 samples from noise (default: the model's "
-                        "recommended value, else 1)")
+                        help="SDEdit strength in (0, 1]: start sampling from --init-latent, or for an image prior "
+                        "with a latent head from the latent it reads off the picture; 1 samples from noise "
+                        "(default: the model's recommended value, else 1; required with --init-latent)")
 
 
-def resolve_init_strength(requested: Optional[float], recommended: Optional[float], prior, name: str) -> float:
+def add_init_latent_option(parser) -> None:
+    parser.add_argument("--init-latent", metavar="LATENT.pt",
+                        help="start sampling from this latent (written by `shap-e encode` or a sample's latent.pt) "
+                        "at --init-strength: variations of it")
+
+
+def resolve_init_strength(requested: Optional[float], recommended: Optional[float], prior, name: str,
+                          from_latent: bool = False) -> float:
     """The SDEdit strength to sample with: `requested`, else the registry's `recommended`, else 1
-    (from noise). Below 1 the prior must have a latent head."""
+    (from noise). Starting from a given latent (`from_latent`) needs `requested`; otherwise a
+    strength below 1 needs a prior with a latent head."""
     from shap_e.diffusion.sample import check_strength
 
+    if from_latent and requested is None:
+        raise CliError("--init-latent needs --init-strength in (0, 1]: how much noise to add to the latent")
     strength = requested if requested is not None else (recommended if recommended is not None else 1.0)
     try:
         check_strength(strength, "--init-strength")
     except ValueError as error:
         raise CliError(str(error)) from None
-    if strength < 1 and getattr(prior, "latent_head", None) is None:
+    if strength < 1 and not from_latent and getattr(prior, "latent_head", None) is None:
         raise CliError(f"--init-strength {strength} needs a prior with a latent head; {name!r} has none (use 1)")
     return strength
 

@@ -1,9 +1,13 @@
-"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json."""
-import json
+"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json.
+
+`plan_generation` and `generate_all` are the command's two halves (check and read the inputs; sample
+and write); the web app (`shap-e app`) runs the same two with its models loaded once.
+"""
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
@@ -12,23 +16,42 @@ from shap_e.cli.common import (
     CliError,
     DTYPES,
     add_guidance_max_sigma_option,
+    add_init_latent_option,
     add_init_strength_option,
-    add_vertex_placement_option,
-    atomic_directory,
+    add_sample_output_options,
+    check_sample_output,
     choose_model,
+    load_latent,
+    parse_formats,
     pick_device,
     resolve_guidance_max_sigma,
     resolve_init_strength,
     say,
+    write_sample,
 )
 from shap_e.diffusion.presets import PRESETS
 from shap_e.util.distributed import process_group, rank_share
 
-FORMATS = ("glb", "ply", "obj")
 SAMPLERS = ("heun", "euler", "euler_ancestral", "dpmpp_2m")
 SMALL = {"text": "text-small", "image": "image-small"}
 OFFICIAL = {"text": "text300M", "image": "image300M"}
 DEFAULT_GUIDANCE = {"text": 15.0, "image": 3.0}
+StepCallback = Optional[Callable[[Dict[str, Any]], None]]
+
+
+@dataclass
+class Plan:
+    """What one `shap-e text`/`image` call draws, read and checked before any model is loaded.
+
+    `jobs`: (label, model_kwargs) per prompt or picture, each drawn `--batch` times; `notes`: lines
+    for the user (prompt words the model never saw); `init_latent`: the `--init-latent` `[d_latent]`.
+    """
+
+    jobs: List[Tuple[str, Dict[str, Any]]]
+    formats: List[str]
+    model: str
+    notes: List[str]
+    init_latent: Optional[torch.Tensor] = None
 
 
 def add_commands(commands) -> None:
@@ -36,11 +59,12 @@ def add_commands(commands) -> None:
     text.add_argument("prompt", nargs="?", help="what to generate, e.g. 'a red chair'")
     text.add_argument("--prompts", help="a file with one prompt per line (bulk; split across torchrun ranks)")
     image = commands.add_parser("image", help="image -> 3D", description="Generate 3D models from a picture.")
-    image.add_argument("image", help="a picture of one object (PNG, JPEG, ...)")
+    image.add_argument("image", help="a picture of one object (PNG, JPEG, ...); transparent pixels become white")
     for parser, kind in ((text, "text"), (image, "image")):
         add_sampling_options(parser, kind)
+        add_init_strength_option(parser)
+        add_init_latent_option(parser)
         parser.set_defaults(run=run_generate, kind=kind)
-    add_init_strength_option(image)
 
 
 def add_sampling_options(parser, kind: str) -> None:
@@ -59,23 +83,8 @@ def add_sampling_options(parser, kind: str) -> None:
     parser.add_argument("--sampler", choices=SAMPLERS, help="ODE/SDE sampler (default: from --preset)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     parser.add_argument("--dtype", choices=sorted(DTYPES), help="model dtype (default: float32 on CPU)")
-    parser.add_argument("--format", default="glb,ply", help=f"comma-separated mesh formats from {FORMATS}")
-    parser.add_argument("--texture", action="store_true", help="also write a UV-textured GLB (needs xatlas)")
-    parser.add_argument("--grid-size", type=int, default=128, help="marching-cubes grid (>= 8)")
-    add_vertex_placement_option(parser)
-    parser.add_argument("--gif", action="store_true", help="write a turntable GIF")
-    parser.add_argument("--mp4", action="store_true", help="write a turntable MP4 (needs imageio-ffmpeg)")
-    parser.add_argument("--render-mode", choices=("nerf", "stf"), default="stf", help="turntable renderer")
-    parser.add_argument("--render-size", type=int, default=128, help="turntable frame size in pixels")
+    add_sample_output_options(parser)
     parser.add_argument("--cache-dir", help="model cache (default: $SHAP_E_CACHE or ~/.cache/shap_e)")
-
-
-def parse_formats(value: str) -> List[str]:
-    formats = [f.strip().lower() for f in value.split(",") if f.strip()]
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise CliError(f"--format {value!r}: use a comma-separated list of {', '.join(FORMATS)}")
-    return formats
 
 
 def read_prompts(args) -> List[str]:
@@ -92,12 +101,14 @@ def read_prompts(args) -> List[str]:
 
 
 def read_image(path: str):
+    """The picture at `path` as an RGB PIL image; transparent pixels become white, the background
+    the bundled image prior was trained on."""
     from PIL import UnidentifiedImageError
 
-    from shap_e.util.image_util import load_image
+    from shap_e.util.image_util import load_image, remove_alpha
 
     try:
-        return load_image(path).convert("RGB")
+        return remove_alpha(load_image(path), mode="white").convert("RGB")
     except FileNotFoundError as e:
         raise CliError(f"image {path!r} does not exist") from e
     except (UnidentifiedImageError, OSError) as e:
@@ -109,8 +120,7 @@ def validate(args) -> None:
         raise CliError("--batch must be at least 1")
     if args.steps is not None and args.steps < 2:
         raise CliError("--steps must be at least 2")
-    if args.grid_size < 8:
-        raise CliError("--grid-size must be at least 8")
+    check_sample_output(args)
 
 
 def slug(text: str) -> str:
@@ -118,6 +128,17 @@ def slug(text: str) -> str:
 
 
 def run_generate(args) -> None:
+    plan = plan_generation(args)
+    for note in plan.notes:
+        say(note)
+    with process_group():  # under torchrun: every rank loads the models, then draws its share of the jobs
+        device = pick_device(args.device)
+        models = load_pipeline(plan.model, device, args.cache_dir)
+        generate_all(models, plan, rank_share(plan.jobs), device, args)
+
+
+def plan_generation(args) -> Plan:
+    """Check `args`, read the prompts or the picture and the start latent, and choose the model."""
     validate(args)
     formats = parse_formats(args.format)
     if args.kind == "text":
@@ -125,34 +146,27 @@ def run_generate(args) -> None:
     else:
         image = read_image(args.image)
         jobs = [(Path(args.image).name, {"images": [image] * args.batch})]
+    init_latent = load_latent(args.init_latent) if args.init_latent else None
     name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
-    if args.kind == "text":
-        note_unseen_words(name, [label for label, _ in jobs])
-    with process_group():  # under torchrun: every rank loads the models, then draws its share of the jobs
-        device = pick_device(args.device)
-        models = load_pipeline(name, device, args.cache_dir)
-        if args.guidance is None:
-            args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
-        args.guidance_max_sigma = resolve_guidance_max_sigma(args.guidance_max_sigma, models["guidance_max_sigma"])
-        args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), models["init_strength"],
-                                                   models["prior"], name)
-        for label, model_kwargs in rank_share(jobs):
-            generate_one(models, name, label, model_kwargs, formats, device, args)
+    notes = unseen_word_notes(name, [label for label, _ in jobs]) if args.kind == "text" else []
+    return Plan(jobs, formats, name, notes, init_latent)
 
 
-def note_unseen_words(name: str, prompts: List[str]) -> None:
-    """`text-small` learnt a toy vocabulary: name the words of each prompt its training captions never
-    used (such words pull little or at random on what it draws; see model_cards/text-small.md)."""
+def unseen_word_notes(name: str, prompts: List[str]) -> List[str]:
+    """`text-small` learnt a toy vocabulary: one line per prompt that uses words its training captions
+    never used (such words pull little or at random on what it draws; see model_cards/text-small.md)."""
     if name != SMALL["text"]:
-        return
+        return []
     from shap_e.data.captions import training_vocabulary, words
 
     vocabulary = training_vocabulary()
+    notes = []
     for prompt in prompts:
         unseen = sorted(words(prompt) - vocabulary)
         if unseen:
-            say(f"note: {name} never saw {', '.join(unseen)} in training (prompt {prompt!r}); it knows twelve "
-                "object kinds and twelve colours, see model_cards/text-small.md")
+            notes.append(f"note: {name} never saw {', '.join(unseen)} in training (prompt {prompt!r}); it knows "
+                         "twelve object kinds and twelve colours, see model_cards/text-small.md")
+    return notes
 
 
 def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
@@ -174,9 +188,32 @@ def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
             "guidance_max_sigma": spec.guidance_max_sigma, "init_strength": spec.init_strength}
 
 
-def generate_one(models, name, label, model_kwargs, formats, device, args) -> None:
+def generate_all(models, plan: Plan, jobs: Iterable[Tuple[str, Dict[str, Any]]], device, args,
+                 callback: StepCallback = None) -> List[Path]:
+    """Fill in the model's recommended settings left open in `args`, then draw and write every job;
+    returns the sample folders. `callback` sees every sampler step (see `sample_latents`)."""
+    if args.guidance is None:
+        args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
+    args.guidance_max_sigma = resolve_guidance_max_sigma(args.guidance_max_sigma, models["guidance_max_sigma"])
+    args.init_strength = resolve_init_strength(args.init_strength, models["init_strength"], models["prior"],
+                                               plan.model, from_latent=plan.init_latent is not None)
+    return [folder for label, model_kwargs in jobs
+            for folder in generate_one(models, plan, label, model_kwargs, device, args, callback)]
+
+
+def sampling_start(prior, plan: Plan, model_kwargs: Dict[str, Any], args) -> Dict[str, Any]:
+    """`sample_latents` keyword arguments for where sampling starts: `--init-latent` at
+    `--init-strength`, else the prior's own regressed latent, else noise (`{}`)."""
+    from shap_e.diffusion.sample import regression_start
+
+    if plan.init_latent is not None:
+        return {"init_latent": plan.init_latent, "strength": args.init_strength}
+    return regression_start(prior, args.batch, model_kwargs, args.init_strength)
+
+
+def generate_one(models, plan: Plan, label, model_kwargs, device, args, callback: StepCallback = None) -> List[Path]:
     from shap_e.diffusion.presets import resolve_preset
-    from shap_e.diffusion.sample import regression_start, sample_latents
+    from shap_e.diffusion.sample import sample_latents
 
     settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
     generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
@@ -187,44 +224,23 @@ def generate_one(models, name, label, model_kwargs, formats, device, args) -> No
         use_karras=True, karras_steps=settings.karras_steps, sigma_min=settings.sigma_min,
         sigma_max=settings.sigma_max, s_churn=settings.s_churn, device=device, progress=True,
         sampler=settings.sampler, generator=generators, dtype=DTYPES.get(args.dtype),
-        guidance_max_sigma=args.guidance_max_sigma,
-        **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
+        guidance_max_sigma=args.guidance_max_sigma, callback=callback,
+        **sampling_start(models["prior"], plan, model_kwargs, args),
     )
     sample_seconds = time.perf_counter() - t0
+    folders = []
     for i, latent in enumerate(latents):
         meta = {
-            "prompt" if args.kind == "text" else "image": label, "model": name, "decoder": models["decoder"],
+            "prompt" if args.kind == "text" else "image": label, "model": plan.model, "decoder": models["decoder"],
             "seed": args.seed + i, "preset": settings.name, "sampler": settings.sampler,
             "steps": settings.karras_steps, "guidance": args.guidance, "guidance_max_sigma": args.guidance_max_sigma,
             "init_strength": args.init_strength,
+            **({"init_latent": Path(args.init_latent).name} if plan.init_latent is not None else {}),
             "grid_size": args.grid_size, "package_version": __version__,
             "seconds": {"sampling_batch": round(sample_seconds, 3)},
         }
         folder = Path(args.output) / f"{slug(label)}_seed{args.seed + i}"
-        write_sample(models["xm"], latent, folder, formats, meta, args)
+        write_sample(models["xm"], latent, folder, plan.formats, meta, args)
         say(f"wrote {folder}")
-
-
-def write_sample(xm, latent: torch.Tensor, folder: Path, formats, meta: Dict[str, Any], args) -> None:
-    from shap_e.rendering.export import save_mesh, save_textured_glb
-    from shap_e.models.decode import decode_latent_mesh, latent_color_fn, turntable
-    from shap_e.util.animation import save_gif, save_mp4
-
-    with atomic_directory(folder) as tmp:
-        torch.save(latent.detach().cpu(), tmp / "latent.pt")
-        t0 = time.perf_counter()
-        mesh = decode_latent_mesh(xm, latent, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
-        meta["seconds"]["mesh"] = round(time.perf_counter() - t0, 3)
-        for fmt in formats:
-            save_mesh(mesh, tmp / f"mesh.{fmt}")
-        if args.texture:
-            save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent))
-        if args.gif or args.mp4:
-            t0 = time.perf_counter()
-            frames = turntable(xm, latent, size=args.render_size, rendering_mode=args.render_mode)
-            meta["seconds"]["turntable"] = round(time.perf_counter() - t0, 3)
-            if args.gif:
-                save_gif(frames, tmp / "turntable.gif")
-            if args.mp4:
-                save_mp4(frames, tmp / "turntable.mp4")
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        folders.append(folder)
+    return folders

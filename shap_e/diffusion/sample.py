@@ -40,6 +40,7 @@ def sample_latents(
     dtype: Optional[torch.dtype] = None,
     legacy_guidance: bool = False,
     guidance_max_sigma: Optional[float] = None,
+    callback: Optional[Callable[[Dict[str, Any]], None]] = None,
 ) -> torch.Tensor:
     """Sample `[batch_size, model.d_latent]` float32 latents.
 
@@ -67,6 +68,10 @@ def sample_latents(
     * `guidance_max_sigma`: Karras path only; guide only the steps at σ ≤ this value, and use the
       conditional prediction alone above it (None: guide every step). `text-small`'s registry
       entry recommends 5 (`ModelSpec.guidance_max_sigma`; docs/findings/text-small.md).
+    * `callback`: Karras path only; called once per sampler step, after that step's model
+      evaluation, with the sampler's dict (`x, i, sigma, sigma_hat, denoised`) and `steps`, the
+      number of steps this call runs. An exception it raises stops sampling between two steps
+      (the web app's cancel button does this).
     """
     settings = resolve_preset(preset, sampler=sampler, use_karras=use_karras,
                               karras_steps=karras_steps, sigma_min=sigma_min, sigma_max=sigma_max,
@@ -80,6 +85,8 @@ def sample_latents(
     check_guidance_max_sigma(guidance_max_sigma)
     if guidance_max_sigma is not None and not use_karras:
         raise ValueError("guidance_max_sigma needs use_karras=True: the DDPM path has no sigma schedule")
+    if callback is not None and not use_karras:
+        raise ValueError("callback needs use_karras=True: the DDPM path reports no steps")
     if device is None:
         device = model_device(model)
     device = torch.device(device)
@@ -106,8 +113,19 @@ def sample_latents(
         if guided:
             denoiser = guided_denoiser(denoiser, guidance_scale, guidance_max_sigma)
         options = {"s_churn": s_churn} if s_churn else {}
+        if callback is not None:
+            options["callback"] = _with_step_count(callback, len(sigmas) - 1)
         x = SAMPLERS[sampler](denoiser, x, sigmas, generator=generator, progress=progress, **options)
         return diffusion.unscale_channels(x)
+
+
+def _with_step_count(callback: Callable[[Dict[str, Any]], None], steps: int) -> Callable[[Dict[str, Any]], None]:
+    """`callback` with `steps` (the steps of this call) added to every step's dict."""
+
+    def report(info: Dict[str, Any]) -> None:
+        callback({**info, "steps": steps})
+
+    return report
 
 
 def check_strength(strength: float, name: str = "strength") -> None:
