@@ -10,6 +10,7 @@ from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, karras_sigmas
 from shap_e.diffusion.noise import GeneratorArg, check_generator, model_device, randn
 from shap_e.diffusion.presets import SamplingPreset, check_guidance_max_sigma, resolve_preset
+from shap_e.util.precision import native_bf16
 
 __all__ = ["check_strength", "regression_start", "sample_latents", "uncond_guide_model"]
 
@@ -204,8 +205,14 @@ def _resolve_dtype(dtype: Optional[torch.dtype], use_fp16: bool, device: torch.d
     if not use_fp16:
         return torch.float32
     if device.type == "cpu":
-        warnings.warn("use_fp16=True on CPU: running the model in bfloat16 instead", stacklevel=3)
-        return torch.bfloat16
+        # float16 matmuls are slow on CPUs; bfloat16 is fast only where the CPU multiplies it natively
+        # (AVX512-BF16, AMX), and emulated elsewhere, slower than float32.
+        if native_bf16(device):
+            warnings.warn("use_fp16=True on CPU: running the model in bfloat16 instead", stacklevel=3)
+            return torch.bfloat16
+        warnings.warn("use_fp16=True on CPU: this CPU has no native bfloat16 or float16 matrix units, so the "
+                      "model runs in float32 (faster here, and exact)", stacklevel=3)
+        return torch.float32
     return torch.float16
 
 

@@ -129,7 +129,8 @@ def test_an_exception_raised_by_the_callback_stops_sampling_between_steps(diffus
     assert len(model.inputs) == 3  # one Euler evaluation per step, none after the callback raised
 
 
-def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diffusion, emb4):
+def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diffusion, emb4, monkeypatch):
+    monkeypatch.setattr("shap_e.diffusion.sample.native_bf16", lambda device: True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = sample_latents(
@@ -142,6 +143,18 @@ def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diff
                         generator=torch.Generator().manual_seed(0))
     assert out.dtype == torch.float32
     assert 0 < (out - reference).abs().max() < 3.0
+
+
+def test_use_fp16_on_a_cpu_without_native_bfloat16_runs_float32_exactly(model, diffusion, emb4, monkeypatch):
+    monkeypatch.setattr("shap_e.diffusion.sample.native_bf16", lambda device: False)
+    with pytest.warns(UserWarning, match="float32"):
+        out = sample_latents(
+            batch_size=2, model=model, diffusion=diffusion, model_kwargs=dict(embeddings=emb4[:2]),
+            guidance_scale=3.0, clip_denoised=True, use_fp16=True, use_karras=True, karras_steps=4,
+            sigma_min=1e-3, sigma_max=160, s_churn=0.0, generator=torch.Generator().manual_seed(0),
+        )
+    reference = _sample(model, diffusion, emb4[:2], steps=4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(out, reference)
 
 
 def test_ddpm_path_guides_with_batch_rows_unless_legacy(model, d):
