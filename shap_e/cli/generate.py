@@ -1,6 +1,11 @@
-"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json."""
+"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json.
+
+Everything the user gave is checked, and the output folder planned, before any model is loaded.
+Each sample is drawn alone from its own seed (`--batch N` draws seeds seed .. seed + N - 1 one
+after another), so sample i of a batch is bit for bit the sample of seed + i drawn alone.
+"""
+import hashlib
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any, Dict, List
@@ -14,14 +19,19 @@ from shap_e.cli.common import (
     add_guidance_max_sigma_option,
     add_init_strength_option,
     add_vertex_placement_option,
-    atomic_directory,
+    check_guidance,
+    check_seed,
     choose_model,
     pick_device,
+    prepare_output_folder,
     resolve_guidance_max_sigma,
     resolve_init_strength,
     say,
 )
+from shap_e.cli.samples import Job, existing_state, plan_folders
 from shap_e.diffusion.presets import PRESETS
+from shap_e.util.atomic import atomic_directory
+from shap_e.util.checks import check_int, shorten
 from shap_e.util.distributed import process_group, rank_share
 
 FORMATS = ("glb", "ply", "obj")
@@ -29,6 +39,8 @@ SAMPLERS = ("heun", "euler", "euler_ancestral", "dpmpp_2m")
 SMALL = {"text": "text-small", "image": "image-small"}
 OFFICIAL = {"text": "text300M", "image": "image300M"}
 DEFAULT_GUIDANCE = {"text": 15.0, "image": 3.0}
+MAX_BATCH = 10_000  # samples per prompt
+MAX_RENDER_SIZE = 4096
 
 
 def add_commands(commands) -> None:
@@ -45,8 +57,11 @@ def add_commands(commands) -> None:
 
 def add_sampling_options(parser, kind: str) -> None:
     parser.add_argument("-o", "--output", default="out", help="output folder (one sub-folder per sample)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace sample folders that hold another request (default: refuse; a folder holding "
+                             "the same request is kept, so a re-run resumes an interrupted one)")
     parser.add_argument("--model", help=f"registry name (default: {OFFICIAL[kind]} if cached, else {SMALL[kind]})")
-    parser.add_argument("--batch", type=int, default=1, help="samples per prompt")
+    parser.add_argument("--batch", type=int, default=1, help=f"samples per prompt (at most {MAX_BATCH})")
     parser.add_argument("--seed", type=int, default=0, help="sample i uses seed + i")
     parser.add_argument("--preset", choices=sorted(PRESETS),
                         help="sampler settings: default = 64 Heun steps (official), fast = DPM-Solver++(2M) "
@@ -74,21 +89,37 @@ def parse_formats(value: str) -> List[str]:
     formats = [f.strip().lower() for f in value.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
-        raise CliError(f"--format {value!r}: use a comma-separated list of {', '.join(FORMATS)}")
-    return formats
+        raise CliError(f"--format {shorten(value, 40)!r}: use a comma-separated list of {', '.join(FORMATS)}")
+    return list(dict.fromkeys(formats))
+
+
+def require_module(module: str, option: str, install: str) -> None:
+    """Refuse `option` up front when the optional `module` it needs is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise CliError(f"{option} needs the optional package {module}: pip install {install}")
 
 
 def read_prompts(args) -> List[str]:
+    if args.prompts and args.prompt is not None:
+        raise CliError("give a prompt or --prompts FILE, not both")
     if args.prompts:
         path = Path(args.prompts)
         if not path.is_file():
-            raise CliError(f"--prompts file {str(path)!r} does not exist")
-        prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    else:
-        prompts = [args.prompt.strip()] if args.prompt and args.prompt.strip() else []
-    if not prompts:
+            raise CliError(f"--prompts file {shorten(str(path))!r} does not exist")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise CliError(f"--prompts file {shorten(str(path))!r} is not UTF-8 text (one prompt per line)") from None
+        prompts = [line.strip() for line in text.splitlines() if line.strip()]
+        if not prompts:
+            raise CliError(f"--prompts file {shorten(str(path))!r} holds no prompt (one per line)")
+        return prompts
+    prompt = (args.prompt or "").strip()
+    if not prompt:
         raise CliError("the prompt is empty; pass a description such as 'a red chair'")
-    return prompts
+    return [prompt]
 
 
 def read_image(path: str):
@@ -97,46 +128,109 @@ def read_image(path: str):
     try:
         with Image.open(path) as image:
             return image.convert("RGB")
-    except FileNotFoundError as e:
-        raise CliError(f"image {path!r} does not exist") from e
-    except (UnidentifiedImageError, OSError) as e:
-        raise CliError(f"{path!r} is not an image Pillow can read") from e
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        raise CliError(f"image {shorten(path)!r} does not exist") from e
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as e:
+        raise CliError(f"{shorten(path)!r} is not an image Pillow can read") from e
 
 
 def validate(args) -> None:
-    if args.batch < 1:
-        raise CliError("--batch must be at least 1")
-    if args.steps is not None and args.steps < 2:
-        raise CliError("--steps must be at least 2")
-    if args.grid_size < 8:
-        raise CliError("--grid-size must be at least 8")
+    """Every option that needs no model, checked before anything is loaded."""
+    from shap_e.diffusion.checks import MAX_STEPS
+    from shap_e.models.decode import check_mesh_memory, check_render_memory
+
+    check_int(args.batch, "--batch", 1, MAX_BATCH)
+    check_seed(args.seed, args.batch)
+    if args.steps is not None:
+        check_int(args.steps, "--steps", 2, MAX_STEPS)
+    if args.guidance is not None:
+        check_guidance(args.guidance)
+    check_mesh_memory(args.grid_size, "--grid-size")
+    if args.gif or args.mp4:
+        check_int(args.render_size, "--render-size", 8, MAX_RENDER_SIZE)
+        check_render_memory(args.render_size, 20, args.render_mode, f"--render-size {args.render_size}")
+    if args.texture:
+        require_module("xatlas", "--texture", "xatlas (or shap-e[texture])")
+    if args.mp4:
+        require_module("imageio_ffmpeg", "--mp4", "imageio imageio-ffmpeg (or shap-e[video])")
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "sample"
+def read_jobs(args) -> List[Job]:
+    if args.kind == "text":
+        return [Job(p, p, {"texts": [p]}) for p in read_prompts(args)]
+    image = read_image(args.image)
+    digest = hashlib.sha256(image.tobytes()).hexdigest()
+    return [Job(Path(args.image).name, digest, {"images": [image]})]
 
 
 def run_generate(args) -> None:
+    from shap_e.diffusion.presets import resolve_preset
+    from shap_e.models.registry import get_spec
+
     validate(args)
     formats = parse_formats(args.format)
+    jobs = read_jobs(args)
+    name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir, kind=args.kind)
+    spec = get_spec(name)
+    decoder = pick_decoder(name, args.cache_dir)
+    if args.gif or args.mp4:
+        from shap_e.models.decode import check_render_mode_of
+
+        check_render_mode_of(get_spec(decoder), args.render_mode)
+    settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
+    request = {
+        "model": name, "decoder": decoder, "preset": settings.name, "sampler": settings.sampler,
+        "steps": settings.karras_steps,
+        "guidance": args.guidance if args.guidance is not None else spec.guidance_scale or DEFAULT_GUIDANCE[args.kind],
+        "guidance_max_sigma": resolve_guidance_max_sigma(args.guidance_max_sigma, spec.guidance_max_sigma),
+        "init_strength": resolve_init_strength(getattr(args, "init_strength", None), spec.init_strength, None, name),
+        "dtype": args.dtype, "grid_size": args.grid_size, "vertex_placement": args.vertex_placement,
+        "formats": formats, "texture": args.texture, "gif": args.gif, "mp4": args.mp4,
+        "render_mode": args.render_mode if args.gif or args.mp4 else None,
+        "render_size": args.render_size if args.gif or args.mp4 else None,
+    }
+    work = plan_work(jobs, request, args)
     if args.kind == "text":
-        jobs = [(p, {"texts": [p] * args.batch}) for p in read_prompts(args)]
-    else:
-        image = read_image(args.image)
-        jobs = [(Path(args.image).name, {"images": [image] * args.batch})]
-    name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
-    if args.kind == "text":
-        note_unseen_words(name, [label for label, _ in jobs])
-    with process_group():  # under torchrun: every rank loads the models, then draws its share of the jobs
+        note_unseen_words(name, [job.label for job in jobs])
+    if not work:
+        say("nothing to generate: every sample is already in the output folder")
+        return
+    with process_group():  # under torchrun: every rank loads the models, then draws its share of the samples
         device = pick_device(args.device)
-        models = load_pipeline(name, device, args.cache_dir)
-        if args.guidance is None:
-            args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
-        args.guidance_max_sigma = resolve_guidance_max_sigma(args.guidance_max_sigma, models["guidance_max_sigma"])
-        args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), models["init_strength"],
-                                                   models["prior"], name)
-        for label, model_kwargs in rank_share(jobs):
-            generate_one(models, name, label, model_kwargs, formats, device, args)
+        models = load_pipeline(name, decoder, device, args.cache_dir)
+        resolve_init_strength(request["init_strength"], None, models["prior"], name)
+        for job, folder, sample_request, state in rank_share(work):
+            generate_one(models, job, folder, sample_request, state == "replace", settings, device, args)
+
+
+def plan_work(jobs: List[Job], request: Dict[str, Any], args) -> List[tuple]:
+    """(job, folder, request, state) for every sample still to write; says which are kept."""
+    output = prepare_output_folder(args.output)
+    seeds = list(range(args.seed, args.seed + args.batch))
+    label_field = "prompt" if args.kind == "text" else "image"
+    work = []
+    for job in plan_folders(jobs, output, seeds, label_field):
+        for seed in seeds:
+            folder = output / f"{job.folder_stem}_seed{seed}"
+            sample_request = {label_field: job.label, **({"image_sha256": job.key} if args.kind == "image" else {}),
+                              "seed": seed, **request}
+            state = existing_state(folder, sample_request, args.overwrite)
+            if state == "kept":
+                say(f"kept {folder} (it already holds this sample)")
+            else:
+                work.append((job, folder, sample_request, state))
+    return work
+
+
+def pick_decoder(name: str, cache_dir) -> str:
+    """The prior's first decoder whose weights are cached, else its last (downloaded on load)."""
+    from shap_e.models.cache import weights_cached
+    from shap_e.models.registry import get_spec
+
+    spec = get_spec(name)
+    if not spec.decoders:
+        raise CliError(f"model {name!r} is not a prior (its registry entry names no decoders)")
+    return next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
 
 
 def note_unseen_words(name: str, prompts: List[str]) -> None:
@@ -150,71 +244,62 @@ def note_unseen_words(name: str, prompts: List[str]) -> None:
     for prompt in prompts:
         unseen = sorted(words(prompt) - vocabulary)
         if unseen:
-            say(f"note: {name} never saw {', '.join(unseen)} in training (prompt {prompt!r}); it knows twelve "
+            listed = ", ".join(unseen[:8]) + (f" and {len(unseen) - 8} more" if len(unseen) > 8 else "")
+            say(f"note: {name} never saw {listed} in training (prompt {shorten(prompt)!r}); it knows twelve "
                 "object kinds and twelve colours, see model_cards/text-small.md")
 
 
-def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
+def load_pipeline(name: str, decoder: str, device: torch.device, cache_dir) -> Dict[str, Any]:
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-    from shap_e.models.download import load_config, load_model, weights_cached
+    from shap_e.models.download import load_config, load_model
     from shap_e.models.registry import get_spec
 
-    spec = get_spec(name)
-    if not spec.decoders:
-        raise CliError(f"model {name!r} is not a prior (its registry entry names no decoders)")
-    # The first decoder whose weights are cached, else the last (downloaded on load).
-    decoder = next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
     t0 = time.perf_counter()
     prior = load_model(name, device=device, cache_dir=cache_dir)
     xm = load_model(decoder, device=device, cache_dir=cache_dir)
-    diffusion = diffusion_from_config(load_config(spec.diffusion))
+    diffusion = diffusion_from_config(load_config(get_spec(name).diffusion))
     say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
-    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder, "guidance_scale": spec.guidance_scale,
-            "guidance_max_sigma": spec.guidance_max_sigma, "init_strength": spec.init_strength}
+    return {"prior": prior, "xm": xm, "diffusion": diffusion}
 
 
-def generate_one(models, name, label, model_kwargs, formats, device, args) -> None:
-    from shap_e.diffusion.presets import resolve_preset
+def generate_one(models, job: Job, folder: Path, request: Dict[str, Any], overwrite: bool, settings, device,
+                 args) -> None:
+    """Draw the sample of `request["seed"]` alone and write its folder."""
     from shap_e.diffusion.sample import regression_start, sample_latents
 
-    settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
-    generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
     t0 = time.perf_counter()
-    latents = sample_latents(
-        args.batch, models["prior"], models["diffusion"], model_kwargs, args.guidance, True,
+    latent = sample_latents(
+        1, models["prior"], models["diffusion"], job.conditions, request["guidance"], True,
         False, True, settings.karras_steps, settings.sigma_min, settings.sigma_max, settings.s_churn,
-        device=device, progress=True, sampler=settings.sampler, generator=generators,
-        dtype=DTYPES.get(args.dtype), guidance_max_sigma=args.guidance_max_sigma,
-        **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
-    )
-    sample_seconds = time.perf_counter() - t0
-    for i, latent in enumerate(latents):
-        meta = {
-            "prompt" if args.kind == "text" else "image": label, "model": name, "decoder": models["decoder"],
-            "seed": args.seed + i, "preset": settings.name, "sampler": settings.sampler,
-            "steps": settings.karras_steps, "guidance": args.guidance, "guidance_max_sigma": args.guidance_max_sigma,
-            "init_strength": args.init_strength,
-            "grid_size": args.grid_size, "package_version": __version__,
-            "seconds": {"sampling_batch": round(sample_seconds, 3)},
-        }
-        folder = Path(args.output) / f"{slug(label)}_seed{args.seed + i}"
-        write_sample(models["xm"], latent, folder, formats, meta, args)
-        say(f"wrote {folder}")
+        device=device, progress=True, sampler=settings.sampler,
+        generator=[torch.Generator().manual_seed(request["seed"])], dtype=DTYPES.get(args.dtype),
+        guidance_max_sigma=request["guidance_max_sigma"],
+        **regression_start(models["prior"], 1, job.conditions, request["init_strength"]),
+    )[0]
+    meta = {**request, "package_version": __version__, "seconds": {"sampling": round(time.perf_counter() - t0, 3)}}
+    write_sample(models["xm"], latent, folder, meta, overwrite, args)
+    say(f"wrote {folder}")
 
 
-def write_sample(xm, latent: torch.Tensor, folder: Path, formats, meta: Dict[str, Any], args) -> None:
-    from shap_e.rendering.export import save_mesh, save_textured_glb
+def write_sample(xm, latent: torch.Tensor, folder: Path, meta: Dict[str, Any], overwrite: bool, args) -> None:
+    """The sample's folder, complete or not at all: latent, meshes, texture, turntables, meta.json last."""
     from shap_e.models.decode import decode_latent_mesh, latent_color_fn, turntable
+    from shap_e.rendering.export import save_mesh, save_textured_glb
     from shap_e.util.animation import save_gif, save_mp4
+    from shap_e.util.tensor_files import save_latent
 
-    with atomic_directory(folder) as tmp:
-        torch.save(latent.detach().cpu(), tmp / "latent.pt")
+    with atomic_directory(folder, overwrite=overwrite) as tmp:
+        save_latent(tmp / "latent.pt", latent)
         t0 = time.perf_counter()
         mesh = decode_latent_mesh(xm, latent, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
         meta["seconds"]["mesh"] = round(time.perf_counter() - t0, 3)
-        for fmt in formats:
-            save_mesh(mesh, tmp / f"mesh.{fmt}")
-        if args.texture:
+        empty = len(mesh.faces) == 0
+        if empty:
+            say(f"note: the mesh of {folder.name} is empty (the field has no surface in the box); its files hold "
+                "no geometry" + (" and it has no texture" if args.texture else ""))
+        for fmt in meta["formats"]:
+            save_mesh(mesh, tmp / f"mesh.{fmt}", allow_empty=True)
+        if args.texture and not empty:
             save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent))
         if args.gif or args.mp4:
             t0 = time.perf_counter()
@@ -224,4 +309,5 @@ def write_sample(xm, latent: torch.Tensor, folder: Path, formats, meta: Dict[str
                 save_gif(frames, tmp / "turntable.gif")
             if args.mp4:
                 save_mp4(frames, tmp / "turntable.mp4")
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")

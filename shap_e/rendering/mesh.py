@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, BinaryIO, Dict, Optional, TextIO, Union
 import numpy as np
 
 from shap_e.util.atomic import write_atomic
+from shap_e.util.errors import NonFiniteError
 
 if TYPE_CHECKING:
     import trimesh
@@ -111,6 +112,16 @@ class TriMesh:
         text = self.obj_text()
         f.write(text if isinstance(f, io.TextIOBase) else text.encode("utf-8"))
 
+    def check_finite(self, consequence: str) -> None:
+        """Raise NonFiniteError (ending in `consequence`) when a vertex position, normal or channel
+        holds NaN or infinity: such a file would be invalid (glTF forbids it) or garbage."""
+        arrays = {"vertex positions": self.verts, "normals": self.normals,
+                  **{f"vertex channel {k}": v for k, v in (self.vertex_channels or {}).items()},
+                  **{f"face channel {k}": v for k, v in (self.face_channels or {}).items()}}
+        for name, values in arrays.items():
+            if values is not None and not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+                raise NonFiniteError(f"the mesh's {name} hold NaN or infinite values; {consequence}", stage="mesh")
+
     def to_trimesh(self) -> "trimesh.Trimesh":
         """A `trimesh.Trimesh` (unprocessed: same vertex order) with uint8 linear vertex colours if present."""
         # Imported here: trimesh takes ~0.7 s to import and only export paths need it.
@@ -142,6 +153,7 @@ class TriMesh:
             raise ValueError(f"up_axis must be one of {UP_AXES}, got {up_axis!r}")
         if len(self.faces) == 0 and not allow_empty:
             raise ValueError(f"mesh has no faces; refusing to write {path} (pass allow_empty=True to write it anyway)")
+        self.check_finite(f"refusing to write {path}")
         mesh = to_y_up(self) if up_axis == "y" else self
         write_atomic(path, _encode(mesh, format))
         return path
