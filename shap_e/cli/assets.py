@@ -106,7 +106,7 @@ def run_encode(args) -> None:
     device = pick_device(args.device)
     transmitter = load_model(name, device=device, cache_dir=args.cache_dir)
     latent = encode(args.asset, transmitter, device=device, generator=torch.Generator().manual_seed(args.seed),
-                    seed=args.seed, refine_steps=args.refine_steps)
+                    seed=args.seed, refine_steps=args.refine_steps, progress=True)
     from shap_e.util.tensor_files import save_latent
 
     save_latent(out, latent)
