@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from shap_e.cli.common import CliError
+from shap_e.cli.common import CliError, say
 from shap_e.util.checks import shorten
 
 __all__ = ["Job", "existing_state", "plan_folders", "slug"]
@@ -53,7 +53,10 @@ def plan_folders(jobs: Sequence[Job], output: Path, seeds: Sequence[int], label_
     """Give each job its `folder_stem` (the folder of seed s is `{stem}_seed{s}`); drop a job that
     repeats an earlier one (the same prompt and seeds give the same samples)."""
     unique: Dict[str, Job] = {}
-    for job in jobs:
+    for number, job in enumerate(jobs, 1):
+        if job.key in unique:
+            first = next(i for i, other in enumerate(jobs, 1) if other.key == job.key)
+            say(f"note: prompt {number} repeats prompt {first} ({shorten(job.label)!r}); its samples are made once")
         unique.setdefault(job.key, job)
     kept = list(unique.values())
     stems = {job.key: slug(job.label) for job in kept}

@@ -30,6 +30,8 @@ MAX_GRID_SIZE = 4096  # marching-cubes grids above this are refused whatever the
 _MESH_BYTES_PER_SAMPLE = 160
 _RENDER_BYTES_PER_PIXEL = {"stf": 640, "nerf": 6000}
 _RENDER_BASE_BYTES = 64e6
+_MODE_NAMES = {"nerf": "NeRF", "stf": "STF"}
+PROGRESS_GRID_SIZE = 256  # from this grid on, decoding shows a progress bar
 
 
 @torch.no_grad()
@@ -91,7 +93,7 @@ def decode_latent_mesh(
         check_mesh_memory(grid_size, "grid_size", latent.device)
     return xm.renderer.extract_mesh(
         _params(xm, latent), grid_size=grid_size, mesh_mode=mesh_mode, query_dtype=query_dtype,
-        vertex_placement=vertex_placement, progress=grid_size is not None and grid_size >= 256,
+        vertex_placement=vertex_placement, progress=grid_size is not None and grid_size >= PROGRESS_GRID_SIZE,
     )[0]
 
 
@@ -148,7 +150,7 @@ def check_render_mode_of(spec: Any, rendering_mode: str) -> None:
     modes = getattr(spec, "render_modes", None)
     if modes is not None and rendering_mode in ("nerf", "stf") and rendering_mode not in modes:
         raise InvalidArgumentError(
-            f"{spec.name} has no trained {rendering_mode.upper()} heads (its views would be black): render it with "
+            f"{spec.name} has no trained {_MODE_NAMES[rendering_mode]} heads (its views would be black): render it with "
             f"{modes[0]} (rendering_mode={modes[0]!r}, --render-mode {modes[0]})"
         )
 

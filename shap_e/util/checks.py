@@ -13,13 +13,17 @@ from shap_e.util.errors import InvalidArgumentError, NonFiniteError
 __all__ = ["check_finite", "check_int", "check_number", "shorten"]
 
 
+def _text(bound: float) -> str:
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
 def _range_text(low: Optional[float], high: Optional[float], low_open: bool, high_open: bool) -> str:
     if low is not None and high is not None:
-        return f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        return f" in {'(' if low_open else '['}{_text(low)}, {_text(high)}{')' if high_open else ']'}"
     if low is not None:
-        return f" {'>' if low_open else '>='} {low:g}"
+        return f" {'>' if low_open else '>='} {_text(low)}"
     if high is not None:
-        return f" {'<' if high_open else '<='} {high:g}"
+        return f" {'<' if high_open else '<='} {_text(high)}"
     return ""
 
 

@@ -4,6 +4,7 @@ Files are read with `torch.load(weights_only=True)` or from `.safetensors`: a fi
 code. A file that cannot be read (empty, truncated, random bytes, another format, pickled Python
 objects) raises `CorruptFileError` saying which; the error never suggests `weights_only=False`.
 """
+import io
 import os
 import warnings
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any, Union
 
 import torch
 
-from shap_e.util.atomic import write_atomic_with
+from shap_e.util.atomic import write_atomic
 from shap_e.util.checks import check_finite
 from shap_e.util.errors import CorruptFileError, InvalidArgumentError
 
@@ -47,7 +48,7 @@ def read_tensor_file(path: PathLike, what: str, device: Union[str, torch.device]
 
 def _unreadable(path: Path, what: str, size: int, error: BaseException) -> str:
     text = str(error)
-    if "Unsupported global" in text or "Unsupported class" in text:
+    if any(marker in text.lower() for marker in ("unsupported global", "unsupported class", "is blocked")):
         return (f"{what} {path} holds pickled Python objects other than tensors, which are refused for "
                 "safety (loading them could run code); save plain tensors (torch.save of a tensor or a "
                 "dict of tensors, or .safetensors)")
@@ -93,7 +94,10 @@ def load_latent(path: PathLike) -> torch.Tensor:
 def save_latent(path: PathLike, latent: torch.Tensor) -> None:
     """Write one latent atomically as a torch file holding just that tensor (`[d]` float32, on the CPU).
 
-    The tensor is copied first: saving a row of a batch would otherwise store the whole batch.
+    The tensor is copied first: saving a row of a batch would otherwise store the whole batch. The
+    bytes depend only on the tensor (serialised in memory: torch.save names its archive after the
+    file, here a temporary one).
     """
-    tensor = latent.detach().to("cpu", torch.float32).clone()
-    write_atomic_with(path, lambda tmp: torch.save(tensor, tmp))
+    buffer = io.BytesIO()
+    torch.save(latent.detach().to("cpu", torch.float32).clone(), buffer)
+    write_atomic(path, buffer.getvalue())
