@@ -14,14 +14,17 @@ import warnings
 from contextlib import contextmanager
 from typing import Iterator, List, NoReturn, Optional
 
+import yaml
+
 from shap_e import __version__
 from shap_e.cli.common import CliError
 from shap_e.util.errors import ShapEError, one_line
 
 __all__ = ["CliError", "build_parser", "main"]
 
-# OSError covers a full disk, a vanished folder, a read-only file system: the user's to fix.
-USER_ERRORS = (ShapEError, ValueError, OSError, MemoryError)
+# OSError covers a full disk, a vanished folder, a read-only file system; YAMLError a broken config
+# file: the user's to fix.
+USER_ERRORS = (ShapEError, ValueError, OSError, MemoryError, yaml.YAMLError)
 _MESSAGE_LIMIT = 400
 
 

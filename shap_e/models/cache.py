@@ -2,8 +2,8 @@
 
 A cached file counts as present only after its size and sha256 were checked. Hashing a 1.3 GB
 checkpoint takes seconds, so a successful check is remembered in a small record beside the file
-(`.NAME.verified`: size, modification time, sha256); while the file's size and modification time
-are unchanged the record stands, and any change makes the next look hash the file again.
+(`.NAME.verified`: size, inode, modification and change times, sha256); while these are unchanged
+the record stands, and any change makes the next look hash the file again.
 """
 import hashlib
 import json
@@ -51,21 +51,23 @@ def record_verified(path: PathLike, sha256: str) -> None:
     """Remember that `path`, as it is now, hashes to `sha256` (best effort: a read-only cache is fine)."""
     path = Path(path)
     try:
-        stat = path.stat()
-        record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
-        _record_path(path).write_text(json.dumps(record))
+        _record_path(path).write_text(json.dumps({**_identity(path), "sha256": sha256}))
     except OSError:
         pass
+
+
+def _identity(path: Path) -> dict:
+    stat = path.stat()
+    return {"size": stat.st_size, "inode": stat.st_ino, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns}
 
 
 def _recorded(path: Path, sha256: str) -> bool:
     try:
         record = json.loads(_record_path(path).read_text())
-        stat = path.stat()
+        identity = _identity(path)
     except (OSError, ValueError):
         return False
-    return isinstance(record, dict) and record == {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                                                   "sha256": sha256}
+    return isinstance(record, dict) and record == {**identity, "sha256": sha256}
 
 
 def file_state(path: PathLike, sha256: str, remember: bool = True) -> Tuple[str, Optional[str]]:

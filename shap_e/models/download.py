@@ -87,14 +87,14 @@ def _offline_message(url: str, dest: Path, sha256: str, reason: str) -> str:
             f"cached. Retry with {_retry_command(url)} when online, or place the file (sha256 {sha256}) at {dest}")
 
 
-def _stream_to(url: str, out, progress: bool, desc: str, timeout: float, chunk_size: int) -> str:
+def _stream_to(url: str, out, progress: bool, dest: Path, timeout: float, chunk_size: int) -> str:
     """Copy `url` into the open binary file `out`; return the hex sha256 of what was written."""
     digest = hashlib.sha256()
     with urllib.request.urlopen(url, timeout=timeout) as response:
         length = response.headers.get("Content-Length")
         total = int(length) if length is not None and length.isdigit() else None
         received = 0
-        with tqdm(total=total, unit="B", unit_scale=True, desc=desc, disable=not progress) as bar:
+        with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress) as bar:
             for block in iter(lambda: response.read(chunk_size), b""):
                 out.write(block)
                 digest.update(block)
@@ -103,8 +103,8 @@ def _stream_to(url: str, out, progress: bool, desc: str, timeout: float, chunk_s
     # urllib returns a short body without complaint when the server closes early.
     if total is not None and received != total:
         raise DownloadError(
-            f"the transfer of {url} was interrupted after {received} of {total} bytes; nothing was cached. "
-            f"Retry with {_retry_command(url)}"
+            f"the transfer of {url} was interrupted after {received} of {total} bytes; nothing was cached at "
+            f"{dest}. Retry with {_retry_command(url)}"
         )
     return digest.hexdigest()
 
@@ -114,7 +114,7 @@ def _download(url: str, dest: Path, sha256: str, progress: bool, timeout: float,
     tmp = temporary_path(dest)
     try:
         with open(tmp, "wb") as out:
-            actual = _stream_to(url, out, progress, dest.name, timeout, chunk_size)
+            actual = _stream_to(url, out, progress, dest, timeout, chunk_size)
         if actual != sha256:
             raise ChecksumError(url, sha256, actual, "The download was discarded; nothing was cached.")
         os.replace(tmp, dest)
@@ -140,7 +140,7 @@ def fetch_file_cached(
     sha256: Optional[str] = None,
     filename: Optional[str] = None,
     redownload: bool = False,
-    timeout: float = 30.0,
+    timeout: Optional[float] = None,
 ) -> str:
     """The path of a verified local copy of `url`, downloading it into the cache if needed.
 
@@ -152,12 +152,14 @@ def fetch_file_cached(
         A file is only ever cached under its final name if it matches.
     :param filename: name inside the cache (default: the URL's last path segment).
     :param redownload: replace a cached file whose hash is wrong instead of raising ChecksumError.
-    :param timeout: seconds to wait on a silent network before giving up.
+    :param timeout: seconds to wait on a silent network before giving up (default:
+        `$SHAP_E_DOWNLOAD_TIMEOUT`, else 30).
     :raises ChecksumError: a cached or downloaded file has the wrong hash (path, expected, actual).
     :raises DownloadError: no network, HTTP error, stalled or interrupted transfer (names the URL,
         the cache path and the command that retries).
     """
     sha256 = _known_hash(url) if sha256 is None else sha256
+    timeout = _timeout() if timeout is None else timeout
     if not isinstance(sha256, str) or len(sha256) != 64:
         raise InvalidArgumentError(f"sha256={sha256!r} must be a 64-digit hex string")
     sha256 = sha256.lower()
@@ -177,6 +179,17 @@ def fetch_file_cached(
     finally:
         lock.unlink(missing_ok=True)  # a waiting process that already opened it still downloads safely
     return str(dest)
+
+
+def _timeout() -> float:
+    text = os.environ.get("SHAP_E_DOWNLOAD_TIMEOUT", "30")
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise InvalidArgumentError(f"$SHAP_E_DOWNLOAD_TIMEOUT={text!r} must be a positive number of seconds")
+    return value
 
 
 def _fetch_locked(url, dest: Path, sha256: str, progress, redownload, timeout, chunk_size) -> None:

@@ -10,7 +10,7 @@ from typing import Callable, Optional, Union
 
 from shap_e.util.errors import ResourceLimitError
 
-__all__ = ["available_memory", "check_fits", "format_bytes"]
+__all__ = ["available_memory", "check_disk_space", "check_fits", "format_bytes"]
 
 _CGROUP = Path("/sys/fs/cgroup")
 
@@ -82,4 +82,22 @@ def check_fits(needed: float, what: str, advice: Union[str, Callable[[int], str]
         hint = advice(free) if callable(advice) else advice
         raise ResourceLimitError(
             f"{what} needs about {format_bytes(needed)} of memory but only {format_bytes(free)} is free; {hint}"
+        )
+
+
+def check_disk_space(folder, needed: float, what: str, advice: str) -> None:
+    """Raise ResourceLimitError when the disk holding `folder` (or its nearest existing parent) has
+    less than `needed` bytes free."""
+    import shutil
+
+    existing = Path(folder).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return
+    if needed > free:
+        raise ResourceLimitError(
+            f"{what} needs about {format_bytes(needed)} of disk but only {format_bytes(free)} is free; {advice}"
         )
