@@ -18,11 +18,11 @@ synonyms (each word's state in `"a {word} thing"`; `heldout_words_by_layer`). Wr
 With `--pooling attention` the probes read the encoder's token states instead of their mean: each
 probe learns one attention query that pools the tokens, then a linear read-out. That is what a prior
 conditioned on the token sequence could read (word order included), where the mean-pooled embedding
-was what `text-small` was conditioned on until session 8.
+is what a prior reading one sentence embedding is conditioned on.
 
 `--captions augmented` fits the probes on the text prior's own training captions (the recipe's
 `shap-e latents --captions augmented`), and `--layers 0` (with `--pooling attention`) reads the token
-states of MiniLM's embedding layer, as `text-small` does since session 33.
+states of MiniLM's embedding layer, as `text-small` does.
 """
 import argparse
 import json

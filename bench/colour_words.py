@@ -9,13 +9,13 @@ maroon chair"). It is then scored on the 12 held-out colour words ("ruby", "jade
 built from the held-out templates ("behold: a ruby chair"). The features are the word's last-layer
 state (mean over its word pieces) beside the caption's mean state, standardised: what a prior reading
 the token states can see of the word. A probe is no prior, but a vocabulary whose probe cannot name
-the held-out words gives the prior nothing to generalise from either (session 16, `text-small` card).
+the held-out words gives the prior nothing to generalise from either (docs/findings/text-small.md).
 `--layers` reads other hidden states than the last (0: the embedding layer's output, each word
-piece's lexical vector; several are concatenated), as a prior with `text_layers:` does (session 33).
+piece's lexical vector; several are concatenated), as a prior with `text_layers:` does.
 
 A second table names each held-out colour word by its nearest word of the vocabulary (cosine of the
 encoder's sentence embeddings of the bare words): what replacing an unseen prompt word by the nearest
-known one, before the prior reads the prompt, would give (session 30).
+known one, before the prior reads the prompt, would give.
 """
 import argparse
 import random

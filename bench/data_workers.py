@@ -7,7 +7,7 @@ Prepares the encoder batches and supervision targets (`load_asset_records`, the 
 dataset folder once per worker count, each time into a fresh cache, and prints the wall time of
 each and whether every record equals the first count's tensor for tensor. Run it with one torch
 thread in the calling process (`OMP_NUM_THREADS=1`, as the recipe does): with more, the one-process
-records come from differently rounded kernels. On a shared machine, compare the rows of one run.
+records come from differently rounded kernels. When other work shares the cores, compare the rows of one run.
 """
 import argparse
 import shutil

@@ -94,7 +94,7 @@ def fit_sphere_latent(xm, latent: torch.Tensor, seed: int, steps: int = FIT_STEP
 
 
 def plain_field(xm, params: Dict[str, torch.Tensor]):
-    """The NeRSTF field as SPEC §5.2 describes the reference computing it, written plainly (the
+    """The NeRSTF field as docs/behaviour.md#nerstf-mlp describes the reference computing it, written plainly (the
     baseline of `mesh128_plain`, as `bench.stages.eager_attention` is for the transformer): all 12
     raw outputs at every query, 51 zero direction features concatenated before layer 4, float32.
     Returns a `shap_e.rendering.fields.FieldFn` of the heads the mesh needs (sdf, color_stf)."""
@@ -121,7 +121,7 @@ def plain_field(xm, params: Dict[str, torch.Tensor]):
 
 
 def plain_mesh(xm, params: Dict[str, torch.Tensor], grid_size: int, chunk: int = 4096):
-    """The reference's mesh algorithm (SPEC §5.6) on `plain_field`: every one of the G³ samples
+    """The reference's mesh algorithm (docs/behaviour.md#stf-meshes) on `plain_field`: every one of the G³ samples
     queried, `chunk` points per call, then the package's marching cubes and vertex colours."""
     from shap_e.rendering.stf import color_meshes, meshes_from_fields, query_sdf_grid
 
@@ -186,7 +186,7 @@ def stage_fn(name: str, kind: str, seed: int, device: torch.device) -> Callable[
     def run_views() -> Dict[str, Any]:
         generator = torch.Generator(device=device).manual_seed(seed)
         params = xm.bottleneck_to_params(latent[None])
-        out = xm.renderer.render_views(
+        out = xm.renderer.render_cameras(
             cameras, params, rendering_mode=mode, generator=generator, reference_queries=reference,
             query_dtype=dtype,
         )

@@ -8,7 +8,7 @@ encoder's grid (`SplitVectorDiffusion.regress_latent`). This decodes that regres
 of a split, each pictured as in `shap-e eval image` (`shap_e.eval.run.picture`), and scores the IoU
 with the object (64^3, world frame, mesh grid 64, as the evaluation does). The regression is the
 encoder's best single guess of the latent, so its IoU shows how much of the shape the encoder reads;
-the prior's sampled meshes score against the same objects in `model_cards/eval_image_*`. Prints one
+the prior's sampled meshes score against the same objects in `model_cards/results/`. Prints one
 line per object and the mean.
 """
 import argparse

@@ -37,9 +37,10 @@ def _sample(model, diffusion, model_kwargs, seeds, guidance, sampler, steps, dev
     generators = [torch.Generator().manual_seed(s) for s in seeds]
     start = time.perf_counter()
     latents = sample_latents(
-        len(seeds), model, diffusion, model_kwargs, guidance, True, False, True, steps,
-        reference.sigma_min, reference.sigma_max, 0.0, device=device, sampler=sampler,
-        generator=generators, dtype=dtype,
+        batch_size=len(seeds), model=model, diffusion=diffusion, model_kwargs=model_kwargs,
+        guidance_scale=guidance, clip_denoised=True, use_fp16=False, use_karras=True, karras_steps=steps,
+        sigma_min=reference.sigma_min, sigma_max=reference.sigma_max, s_churn=0.0, device=device,
+        sampler=sampler, generator=generators, dtype=dtype,
     ).cpu()  # reading back to the host also waits for an accelerator to finish
     return latents, time.perf_counter() - start
 

@@ -27,9 +27,12 @@ SEED = 0
 
 def _sample(model, diffusion, embeddings, sampler: str, steps: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(SEED)
-    return sample_latents(len(embeddings), model, diffusion, dict(embeddings=embeddings), GUIDANCE,
-                          True, False, True, steps, 1e-3, 160, 0.0, sampler=sampler,
-                          generator=generator)
+    return sample_latents(
+        batch_size=len(embeddings), model=model, diffusion=diffusion,
+        model_kwargs=dict(embeddings=embeddings), guidance_scale=GUIDANCE, clip_denoised=True, use_fp16=False,
+        use_karras=True, karras_steps=steps, sigma_min=1e-3, sigma_max=160, s_churn=0.0, sampler=sampler,
+        generator=generator,
+    )
 
 
 def _evaluations(sampler: str, steps: int) -> int:

@@ -178,10 +178,12 @@ def sample(sampler: str, fast: bool) -> Callable[[Context], Prepared]:
         def run() -> torch.Tensor:
             counted.calls, counted.rows = 0, set()
             return sample_latents(
-                ctx.samples, counted, diffusion, {"embeddings": inputs["embeddings"][:1].expand(ctx.samples, -1)},
-                GUIDANCE_SCALE,
-                True, False, True, steps, 1e-3, 160.0, 0.0, device=ctx.device, sampler=sampler,
-                generator=torch.Generator(device=ctx.device).manual_seed(ctx.seed), dtype=dtype,
+                batch_size=ctx.samples, model=counted, diffusion=diffusion,
+                model_kwargs={"embeddings": inputs["embeddings"][:1].expand(ctx.samples, -1)},
+                guidance_scale=GUIDANCE_SCALE, clip_denoised=True, use_fp16=False, use_karras=True,
+                karras_steps=steps, sigma_min=1e-3, sigma_max=160.0, s_churn=0.0, device=ctx.device,
+                sampler=sampler, generator=torch.Generator(device=ctx.device).manual_seed(ctx.seed),
+                dtype=dtype,
             )
 
         def after(out: torch.Tensor) -> Dict[str, Any]:

@@ -1,19 +1,18 @@
 #!/bin/bash
 # The whole recipe of recipes/README.md end to end, from the repository root, with a timestamp per stage:
 #   bash recipes/family.sh > family.log 2>&1
-# TRANSMITTER_THREADS (default 1, as the shipped family was trained) sets the torch threads of the three
-# transmitter stages: sessions 27, 28 and 29 ran it with 1 in 92.8, 91.3 and 86.3 min (the same weights), session 26
-# with 2 in 83.7 min (recipes/README.md).
+# TRANSMITTER_THREADS (default 1, as the bundled family was trained) sets the torch threads of the three
+# transmitter stages; 2 is faster and gives other weights of the same quality (docs/findings/transmitter-small.md).
 # With one thread, stages 1b and 1c's data are prepared while stage 1 trains; with two, each stage prepares
 # its own, with nothing beside it.
 # FORWARD_THREADS (default 2) sets the torch threads of the forward passes of the transmitter stages that
 # run alone: on the AVX-512 Xeon two give the one-thread weights bit for bit, 15 % faster per step.
 # With one thread, stage 1 keeps one in its forward passes while the preparation runs on the other core
-# (beside it, two made its steps more than twice as slow; session 35): it stops at step STAGE1_SPLIT
-# (default 2500, just after the preparation ends on the AVX-512 Xeon), and once the preparation is done
-# it resumes with FORWARD_THREADS. Resuming is exact, so the weights are those of one straight run.
+# (beside it, two made its steps more than twice as slow): it stops at step STAGE1_SPLIT (default 2500,
+# just after the preparation ends on the AVX-512 Xeon), and once the preparation is done it resumes with
+# FORWARD_THREADS. Resuming is exact, so the weights are those of one straight run.
 # The latents read the encoder batches stage 1 cached (the same tensors); the text latents are refined
-# against their objects for 100 steps, with the supervision stage 1 cached (session 37).
+# against their objects for 100 steps, with the supervision stage 1 cached.
 # The two prior chains run side by side, one thread each; their output goes to runs/small/{text,image}_chain.log.
 set -e
 cd "$(dirname "$0")/.."

@@ -1,6 +1,6 @@
 """Shap-E: generate 3D implicit functions from text or images."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["__version__", "encode"]
 

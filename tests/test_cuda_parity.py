@@ -83,8 +83,11 @@ def test_sample_latents_on_cuda_matches_cpu_given_the_same_cpu_generator(tiny_pr
     latents = {}
     for device, model in zip(("cpu", "cuda"), tiny_prior):
         latents[device] = sample_latents(
-            1, model, diffusion, {"embeddings": emb.to(device)}, 3.0, True, False, True, 16,
-            1e-3, 160.0, 0.0, device=torch.device(device), generator=torch.Generator().manual_seed(0))
+            batch_size=1, model=model, diffusion=diffusion, model_kwargs={"embeddings": emb.to(device)},
+            guidance_scale=3.0, clip_denoised=True, use_fp16=False, use_karras=True, karras_steps=16,
+            sigma_min=1e-3, sigma_max=160.0, s_churn=0.0, device=torch.device(device),
+            generator=torch.Generator().manual_seed(0),
+        )
     assert latents["cuda"].is_cuda
     assert relative_error(latents["cuda"], latents["cpu"]) < 1e-4
 
@@ -112,8 +115,11 @@ def test_sampling_loop_on_cuda_never_waits_for_the_gpu(tiny_prior):
     for sampler in ("heun", "dpmpp_2m", "euler_ancestral"):
         model.calls = 0
         try:
-            sample_latents(1, model, diffusion, {"embeddings": emb}, 3.0, device=torch.device("cuda"),
-                           karras_steps=8, sampler=sampler, generator=torch.Generator("cuda").manual_seed(0))
+            sample_latents(
+                batch_size=1, model=model, diffusion=diffusion, model_kwargs={"embeddings": emb},
+                guidance_scale=3.0, device=torch.device("cuda"), karras_steps=8, sampler=sampler,
+                generator=torch.Generator("cuda").manual_seed(0),
+            )
         finally:
             torch.cuda.set_sync_debug_mode("default")
         assert model.calls > 2, sampler

@@ -29,9 +29,11 @@ def test_official_functions_exist_with_official_leading_parameters(module_name):
 
 
 def test_every_module_imports_and_every_name_in_all_exists():
-    # The Blender scripts refuse to import (tests/test_official_api.py checks their message).
+    # The Blender scripts and the PyTorch3D helpers refuse to import (tests/test_official_api.py
+    # checks them).
+    refused = ("shap_e.rendering.blender", "shap_e.rendering.pytorch3d_util")
     for info in pkgutil.walk_packages(shap_e.__path__, "shap_e.", onerror=lambda name: None):
-        if info.name.endswith("__main__") or info.name.startswith("shap_e.rendering.blender"):
+        if info.name.endswith("__main__") or info.name.startswith(refused):
             continue
         module = importlib.import_module(info.name)
         for public in getattr(module, "__all__", []):

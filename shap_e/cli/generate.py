@@ -125,9 +125,10 @@ def read_prompts(args) -> List[str]:
 def read_image(path: str):
     from PIL import Image, UnidentifiedImageError
 
+    from shap_e.util.image_util import load_image
+
     try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
+        return load_image(path).convert("RGB")
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
         raise CliError(f"image {shorten(path)!r} does not exist") from e
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as e:
@@ -269,9 +270,10 @@ def generate_one(models, job: Job, folder: Path, request: Dict[str, Any], overwr
 
     t0 = time.perf_counter()
     latent = sample_latents(
-        1, models["prior"], models["diffusion"], job.conditions, request["guidance"], True,
-        False, True, settings.karras_steps, settings.sigma_min, settings.sigma_max, settings.s_churn,
-        device=device, progress=True, sampler=settings.sampler,
+        batch_size=1, model=models["prior"], diffusion=models["diffusion"], model_kwargs=job.conditions,
+        guidance_scale=request["guidance"], clip_denoised=True, use_fp16=False, use_karras=True,
+        karras_steps=settings.karras_steps, sigma_min=settings.sigma_min, sigma_max=settings.sigma_max,
+        s_churn=settings.s_churn, device=device, progress=True, sampler=settings.sampler,
         generator=[torch.Generator().manual_seed(request["seed"])], dtype=DTYPES.get(args.dtype),
         guidance_max_sigma=request["guidance_max_sigma"],
         **regression_start(models["prior"], 1, job.conditions, request["init_strength"]),

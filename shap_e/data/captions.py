@@ -159,7 +159,7 @@ AUGMENT_PROPORTION_WORDS: Dict[str, Tuple[str, ...]] = {
 # The "extended" set: the augmented one plus 18 more colour words per colour (shades, foods, flowers,
 # gemstones and materials), to test whether a prior that sees a colour named 26 ways reads unseen colour
 # words better. A linear probe names more of them (17 % -> 38 %), the trained priors do not and lose
-# colour on held-out pairs (model_cards/text-small.md, "More colour words"); the shipped text-small
+# colour on held-out pairs (docs/findings/text-small.md); the shipped text-small
 # uses "augmented". Held-out words and words built on them are avoided.
 EXTENDED_COLOUR_SYNONYMS: Dict[str, Tuple[str, ...]] = {
     "red": ("blood red", "wine red", "maroon", "burgundy", "cranberry", "strawberry", "rust red", "carmine",

@@ -1,5 +1,5 @@
 """Gaussian noise draws that honour a global RNG, one generator, or one generator per sample."""
-from typing import Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
@@ -60,3 +60,10 @@ def check_generator(generator: GeneratorArg, rows: int) -> None:
             f"generator is a list of {len(generator)} generators but {rows} samples are drawn; "
             "pass one generator per sample"
         )
+
+
+def model_device(model: Callable[..., Any]) -> torch.device:
+    """The device of a model's first parameter; CPU for a parameterless callable."""
+    params = getattr(model, "parameters", None)
+    first = next(iter(params()), None) if callable(params) else None
+    return first.device if first is not None else torch.device("cpu")

@@ -6,7 +6,7 @@ steps whose latents stay within the calibration threshold of the 64-step Heun la
 `bench/preset_calibration.py`). Guidance, batch size and dtype are not part of a preset.
 """
 from dataclasses import dataclass, replace
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 __all__ = ["FAST_STEPS", "PRESETS", "SamplingPreset", "check_guidance_max_sigma", "get_preset", "resolve_preset"]
 
@@ -17,7 +17,8 @@ FAST_STEPS = 20
 
 @dataclass(frozen=True)
 class SamplingPreset:
-    """Karras-path sampler settings (SPEC §3.8); `sampler` is a key of `karras.SAMPLERS`."""
+    """Karras-path sampler settings (docs/behaviour.md#karras-sampler); `sampler` is a key of
+    `samplers.SAMPLERS`."""
 
     name: str
     sampler: str
@@ -30,7 +31,8 @@ class SamplingPreset:
     @property
     def model_evaluations(self) -> int:
         """Model calls per sample (each on 2 rows per sample when guided)."""
-        return 2 * self.karras_steps - 1 if self.sampler == "heun" else self.karras_steps
+        per_step = {"heun": 2 * self.karras_steps - 1, "dpm2": 2 * self.karras_steps}
+        return per_step.get(self.sampler, self.karras_steps)
 
 
 PRESETS: Dict[str, SamplingPreset] = {
@@ -47,7 +49,7 @@ def get_preset(name: str) -> SamplingPreset:
 
 
 def resolve_preset(
-    preset: Optional[str] = None,
+    preset: Optional[Union[str, SamplingPreset]] = None,
     *,
     sampler: Optional[str] = None,
     use_karras: Optional[bool] = None,
@@ -58,10 +60,15 @@ def resolve_preset(
 ) -> SamplingPreset:
     """The settings to sample with: every argument that is not None wins over the preset.
 
-    `preset=None` starts from "default". The result keeps the preset's name even when some of
-    its fields were overridden.
+    `preset` is a `SamplingPreset` or a name in `PRESETS`; None starts from "default". The result
+    keeps the preset's name even when some of its fields were overridden.
     """
-    base = get_preset("default" if preset is None else preset)
+    if isinstance(preset, SamplingPreset):
+        base = preset
+    elif preset is None or isinstance(preset, str):
+        base = get_preset("default" if preset is None else preset)
+    else:
+        raise ValueError(f"preset must be a SamplingPreset or one of {sorted(PRESETS)}, got {preset!r}")
     given = dict(sampler=sampler, use_karras=use_karras, karras_steps=karras_steps,
                  sigma_min=sigma_min, sigma_max=sigma_max, s_churn=s_churn)
     return replace(base, **{k: v for k, v in given.items() if v is not None})

@@ -1,7 +1,8 @@
-"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (SPEC §3.8-3.9)."""
+"""`sample_latents`: draw Shap-E latents from a conditional diffusion prior (docs/behaviour.md#sample-latents); the
+official module path, with the official keyword-only signature plus this package's options."""
 import inspect
 import warnings
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Union
 
 import torch
 
@@ -14,17 +15,18 @@ from shap_e.diffusion.checks import (
 )
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, karras_sigmas
-from shap_e.diffusion.noise import GeneratorArg, check_generator, randn
-from shap_e.diffusion.presets import check_guidance_max_sigma, resolve_preset
+from shap_e.diffusion.noise import GeneratorArg, check_generator, model_device, randn
+from shap_e.diffusion.presets import SamplingPreset, check_guidance_max_sigma, resolve_preset
 from shap_e.util.config import resolve_device
 from shap_e.util.errors import InvalidArgumentError
 
-__all__ = ["check_strength", "regression_start", "sample_latents"]
+__all__ = ["check_strength", "regression_start", "sample_latents", "uncond_guide_model"]
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def sample_latents(
+    *,
     batch_size: int,
     model: torch.nn.Module,
     diffusion: GaussianDiffusion,
@@ -39,8 +41,7 @@ def sample_latents(
     s_churn: Optional[float] = None,
     device: Optional[torch.device] = None,
     progress: bool = False,
-    *,
-    preset: Optional[str] = None,
+    preset: Optional[Union[str, SamplingPreset]] = None,
     sampler: Optional[str] = None,
     generator: GeneratorArg = None,
     init_latent: Optional[torch.Tensor] = None,
@@ -51,27 +52,30 @@ def sample_latents(
 ) -> torch.Tensor:
     """Sample `[batch_size, model.d_latent]` float32 latents.
 
-    Positional arguments follow the official API. Guidance runs when `guidance_scale` is not 0
-    or 1 (0 behaves like 1, as in the reference). Extras:
+    Every argument is keyword-only, as in the official API, whose arguments all keep their
+    meaning. Guidance runs when `guidance_scale` is not 0 or 1 (0 behaves like 1, as in the
+    reference). Extras:
 
-    * `preset`: a name of `shap_e.diffusion.presets.PRESETS` ("default": 64 Heun steps as the
-      official notebooks, "fast": DPM-Solver++(2M) with `FAST_STEPS` steps). Precedence: each of
-      `use_karras, karras_steps, sigma_min, sigma_max, s_churn, sampler` the caller passes (not
-      None) wins over the preset; the preset fills the rest; without a preset, "default" does.
-      So the official all-positional call is unchanged, and `preset="fast"` takes effect fully
-      only when those arguments are left out.
-    * `sampler`: `heun` (reference), `euler`, `euler_ancestral` or `dpmpp_2m` (Karras path).
+    * `preset`: a `shap_e.diffusion.presets.SamplingPreset`, or the name of one in `PRESETS`
+      ("default": 64 Heun steps as the official notebooks, "fast": DPM-Solver++(2M) with
+      `FAST_STEPS` steps). Precedence: each of `use_karras, karras_steps, sigma_min, sigma_max,
+      s_churn, sampler` the caller passes (not None) wins over the preset; the preset fills the
+      rest; without a preset, "default" does. So the official call (which passes them all) is
+      unchanged, and a preset takes effect fully only when those arguments are left out.
+    * `sampler`: a key of `shap_e.diffusion.samplers.SAMPLERS`: `heun` (reference), `dpm2`,
+      `euler`, `euler_ancestral` or `dpmpp_2m` (Karras path).
     * `generator`: `None` (global RNG, reference draw order), a `torch.Generator`, or one
       generator per sample (sample i then matches the same seed sampled alone).
     * `init_latent` `[batch, d_latent]` + `strength` in (0, 1]: SDEdit; start at sigma index
       `int((1 - strength) * karras_steps)` from `init_latent + sigma * noise`.
     * `dtype`: autocast dtype of the model (float32, bfloat16, float16); `use_fp16=True` means
       float16, or bfloat16 on CPU. The sampler arithmetic always stays float32.
-    * `legacy_guidance`: non-Karras path only; reproduce the reference's quirk (guidance on the
-      first 3 output entries, a `2 * batch_size`-row result).
+    * `legacy_guidance`: non-Karras path only; the official guidance there (`uncond_guide_model`:
+      guidance on the first 3 output entries, a `2 * batch_size`-row result). Without it that path
+      guides every entry and returns `batch_size` rows.
     * `guidance_max_sigma`: Karras path only; guide only the steps at σ ≤ this value, and use the
       conditional prediction alone above it (None: guide every step). `text-small`'s registry
-      entry recommends 5 (`ModelSpec.guidance_max_sigma`; model_cards/text-small.md, session 41).
+      entry recommends 5 (`ModelSpec.guidance_max_sigma`; docs/findings/text-small.md).
     """
     settings = resolve_preset(preset, sampler=sampler, use_karras=use_karras,
                               karras_steps=karras_steps, sigma_min=sigma_min, sigma_max=sigma_max,
@@ -89,7 +93,7 @@ def sample_latents(
     if guidance_max_sigma is not None and not use_karras:
         raise ValueError("guidance_max_sigma needs use_karras=True: the DDPM path has no sigma schedule")
     if device is None:
-        device = _model_device(model)
+        device = model_device(model)
     device = resolve_device(device)
     check_sample_memory(batch_size, model.d_latent, device)
     compute_dtype = _resolve_dtype(dtype, use_fp16, device)
@@ -187,12 +191,6 @@ def _validate_init(init_latent, strength, use_karras, batch_size, d_latent) -> N
         )
 
 
-def _model_device(model: torch.nn.Module) -> torch.device:
-    params = getattr(model, "parameters", None)
-    first = next(iter(params()), None) if callable(params) else None
-    return first.device if first is not None else torch.device("cpu")
-
-
 def _resolve_dtype(dtype: Optional[torch.dtype], use_fp16: bool, device: torch.device) -> torch.dtype:
     if dtype is not None:
         if dtype not in _DTYPES:
@@ -224,7 +222,7 @@ def _ddpm(model_fn, diffusion, shape, model_kwargs, guidance_scale, clip_denoise
     """Ancestral DDPM sampling over every timestep of `diffusion` (non-Karras path)."""
     if guidance_scale is not None:
         if legacy_guidance:
-            model_fn = _legacy_guided_model(model_fn, guidance_scale)
+            model_fn = uncond_guide_model(model_fn, guidance_scale)
             shape = (2 * shape[0], shape[1])
         else:
             model_fn = _guided_model(model_fn, guidance_scale)
@@ -246,13 +244,14 @@ def _guided_model(model_fn, scale: float):
     return run
 
 
-def _legacy_guided_model(model_fn, scale: float):
-    """The reference's Point-E leftover: x has 2B rows, the first B are evaluated twice and only
-    output entries 0..2 are guided; both halves keep their own remaining entries."""
+def uncond_guide_model(model: Callable[..., torch.Tensor], scale: float) -> Callable[..., torch.Tensor]:
+    """The official DDPM-path guidance (a Point-E leftover): the wrapped model takes x with 2B rows,
+    evaluates the first B twice (with the [cond | uncond] kwargs rows) and guides only output
+    entries 0..2; both halves keep their own remaining entries."""
 
     def run(x: torch.Tensor, t: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         half = x[: len(x) // 2]
-        out = model_fn(torch.cat([half, half]), t, **kwargs)
+        out = model(torch.cat([half, half]), t, **kwargs)
         head, rest = out[:, :3], out[:, 3:]
         cond, uncond = torch.chunk(head, 2, dim=0)
         guided = uncond + scale * (cond - uncond)

@@ -2,8 +2,8 @@
 
 Any format trimesh reads works (OBJ + MTL + textures, PLY, STL, OFF, GLB/glTF, ...). Scenes are
 flattened with their node transforms, then the whole asset is normalised as Shap-E's Blender script
-does (SPEC §7): bounding-box centre at the origin, largest extent 1, then x2, so it fills [-1, 1]^3
-with +Z up.
+does (docs/behaviour.md#conventions): bounding-box centre at the origin, largest extent 1, then x2, so it
+fills [-1, 1]^3 with +Z up.
 
 Colours are kept per face corner in **linear** RGB (Blender shades in linear space and converts to
 sRGB at the end; so do `point_cloud` and `multiview`). Each face takes its colour from the first
@@ -203,7 +203,7 @@ def _concatenate(parts: List[_Part]) -> AssetMesh:
 
 
 def _normalise(mesh: AssetMesh, y_up: bool) -> AssetMesh:
-    """Rotate to +Z up, centre the bounding box, scale the largest extent to 2 (SPEC §7)."""
+    """Rotate to +Z up, centre the bounding box, scale the largest extent to 2 (docs/behaviour.md#conventions)."""
     verts = mesh.verts
     if y_up:
         verts = torch.stack([verts[:, 0], -verts[:, 2], verts[:, 1]], dim=1)

@@ -1,8 +1,9 @@
 """Build (and cache) the encoder's `MultimodalBatch` from 3D asset files, without Blender.
 
-Official counterpart: `shap_e.util.data_util.load_or_create_multimodal_batch` (SPEC §6.4), which
-renders the asset twice in Blender. Here the point cloud is sampled from the surface
-(`shap_e.encoding.point_cloud`) and the views come from the torch rasteriser (`shap_e.encoding.views`).
+Official counterpart: `shap_e.util.data_util.load_or_create_multimodal_batch`
+(docs/behaviour.md#multimodal-batch), which renders the asset twice in Blender. Here the point cloud
+is sampled from the surface (`shap_e.encoding.point_cloud`) and the views come from the torch
+rasteriser (`shap_e.encoding.views`).
 """
 import hashlib
 import json

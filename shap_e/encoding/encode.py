@@ -66,7 +66,7 @@ def encode(
         **encoder.batch_options(),
     )
     with torch.inference_mode():
-        latent = encoder.encode_to_bottleneck(batch, generator)[0]
+        latent = encoder.encode_to_bottleneck(batch, generator=generator)[0]
     if refine_steps == 0:
         return latent
     from shap_e.encoding.assets import load_asset
@@ -101,7 +101,7 @@ def refine_latent(
         tanh latent; rows do not affect each other. The transmitter's weights are not touched.
     sdf_per_step, color_per_step: evaluate only this many random SDF / colour samples per step
         (drawn from `generator`, the same indices for every row); None: every sample, every step.
-        The defaults were the best of the settings tried for session 4's `transmitter-small` on 48 held-out
+        The defaults were the best of the settings tried for an early `transmitter-small` on 48 held-out
         assets (IoU 0.89 against 0.87 for 300 steps of 1,024 samples; 0.47 s per asset on one core).
     progress: a tqdm bar of the steps on stderr.
     """

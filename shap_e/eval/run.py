@@ -208,8 +208,10 @@ def _sample_meshes(
         generators = [torch.Generator().manual_seed(seed + first + k) for k in range(len(chunk))]
         init = regression_start(prior, len(chunk), kwargs, options.get("init_strength", 1.0))
         latents = sample_latents(
-            len(chunk), prior, options["diffusion"], kwargs, options["guidance_scale"], True, False, True,
-            options["steps"], 1e-3, 160.0, 0.0, device=device, sampler=options["sampler"], generator=generators,
+            batch_size=len(chunk), model=prior, diffusion=options["diffusion"], model_kwargs=kwargs,
+            guidance_scale=options["guidance_scale"], clip_denoised=True, use_fp16=False, use_karras=True,
+            karras_steps=options["steps"], sigma_min=1e-3, sigma_max=160.0, s_churn=0.0, device=device,
+            sampler=options["sampler"], generator=generators,
             guidance_max_sigma=options["guidance_max_sigma"], **init,
         )
         meshes += [decode_latent_mesh(xm, latent, grid_size=options["grid_size"],

@@ -7,7 +7,7 @@ training captions' labels of one attribute (`shap_e.train.caption_hint_fit`). It
 the attribute's classes, scaled to a typical token's norm, become one more grid token, so the prior
 learns to take that attribute from a clean token. For the colour, the read-out generalises to unseen
 words better than the prior does (`text-small` ships with it); a category hint was measured and not
-adopted (`model_cards/text-small.md`, sessions 39 and 40).
+adopted (docs/findings/text-small.md).
 
 A prior configured with `colour_hint: N` and/or `category_hint: M` owns such read-outs (state-dict
 keys `colour_hint.*`, `category_hint.*`) and reads grids of `grid_tokens - n_hints` caption tokens,

@@ -2,7 +2,8 @@
 
 `xm` is anything with `.bottleneck_to_params(latent [1, d])` and a `.renderer`
 (`shap_e.models.nerstf.renderer.NeRSTFRenderer`). `shap_e.util.notebooks` re-exports these functions under
-their official names.
+their official names. Cameras are typed `ProjectiveCamera`s or the official
+`DifferentiableCameraBatch` (what the official `create_pan_cameras` returns).
 """
 import math
 from typing import Any, List, Optional, Union
@@ -10,6 +11,7 @@ from typing import Any, List, Optional, Union
 import torch
 from PIL import Image
 
+from shap_e.models.nn.camera import DifferentiableCameraBatch, as_projective
 from shap_e.rendering.cameras import ProjectiveCamera, turntable_cameras
 from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.util.checks import check_int
@@ -19,8 +21,9 @@ from shap_e.util.precision import resolve_query_dtype
 from shap_e.util.tensor_files import as_float_latent
 
 __all__ = [
-    "MAX_GRID_SIZE", "check_mesh_memory", "check_render_memory", "check_render_mode_of", "check_rendering_mode", "decode_latent_images",
-    "decode_latent_mesh", "latent_color_fn", "mesh_memory_bytes", "render_memory_bytes", "turntable",
+    "MAX_GRID_SIZE", "check_mesh_memory", "check_render_memory", "check_render_mode_of", "check_rendering_mode",
+    "decode_latent_images", "decode_latent_mesh", "latent_color_fn", "mesh_memory_bytes", "render_memory_bytes",
+    "turntable",
 ]
 
 MAX_GRID_SIZE = 4096  # marching-cubes grids above this are refused whatever the memory
@@ -38,13 +41,15 @@ PROGRESS_GRID_SIZE = 256  # from this grid on, decoding shows a progress bar
 def decode_latent_images(
     xm: Any,
     latent: torch.Tensor,
-    cameras: ProjectiveCamera,
+    cameras: Union[DifferentiableCameraBatch, ProjectiveCamera],
     rendering_mode: str = "stf",
     *,
     generator: Optional[torch.Generator] = None,
     query_dtype: Union[None, str, torch.dtype] = "auto",
 ) -> List[Image.Image]:
     """Render one latent `[d_latent_total]` in every view of `cameras` -> one PIL image per view.
+
+    cameras: batch shape `(1, n_views)` (`create_pan_cameras`), official or typed.
 
     NeRF mode is stochastic (`generator`, default the global RNG, as the reference); STF mode is
     deterministic. Pixel values are truncated to uint8 after clamping to 0..255, as the reference.
@@ -53,15 +58,16 @@ def decode_latent_images(
     decoder on an AVX512-BF16 CPU or a GPU, about 1.9x faster on CPU, pixels within a few levels of
     float32), else float32; None forces float32. STF meshes are float32 unless a dtype is given.
     """
+    cameras = as_projective(cameras)
     check_rendering_mode(xm, rendering_mode)
-    views, height = math.prod(getattr(cameras, "shape", None) or (1,)), getattr(cameras, "height", None)
-    if isinstance(height, int):
-        check_render_memory(height, views, rendering_mode, f"rendering {views} views of {height} pixels", latent.device)
+    views = math.prod(cameras.shape)
+    check_render_memory(cameras.height, views, rendering_mode, f"rendering {views} views of {cameras.height} pixels",
+                        latent.device)
     params = _params(xm, latent)
     if rendering_mode != "nerf" and query_dtype == "auto":
         query_dtype = None
     query_dtype = resolve_query_dtype(query_dtype, latent.device, xm.renderer.nerstf.d_hidden)
-    out = xm.renderer.render_views(
+    out = xm.renderer.render_cameras(
         cameras, params, rendering_mode=rendering_mode, generator=generator, query_dtype=query_dtype
     )
     images = out.channels.clamp(0, 255).to(torch.uint8)[0]  # [*inner, H, W, 3]
@@ -101,7 +107,8 @@ def latent_color_fn(xm: Any, latent: torch.Tensor, chunk: int = 65536):
     """The texture field of one latent as `color_fn(points [P, 3]) -> [P, 3]` linear RGB in [0, 1].
 
     For `shap_e.rendering.export.save_textured_glb`, which bakes it into a UV texture. The STF
-    colour head is sRGB; it is converted to linear as the vertex colours are (SPEC §5.6 step 6).
+    colour head is sRGB; it is converted to linear as the vertex colours are
+    (docs/behaviour.md#vertex-colours-and-shading).
     """
     from shap_e.rendering.color import srgb_to_linear
 

@@ -1,6 +1,7 @@
 """A small image encoder, trained from scratch on our renders, that produces grid tokens.
 
-It stands in for CLIP ViT-L/14's patch features in image-grid conditioning (image300M, SPEC §2.6):
+It stands in for CLIP ViT-L/14's patch features in image-grid conditioning (image300M,
+docs/behaviour.md#image-grid-conditioning):
 the output is channel-major like CLIP's, ``[batch, width, n_tokens]`` with
 ``n_tokens = (image_size // patch_size) ** 2``, and it is taken *before* any final LayerNorm because
 the prior applies its own LayerNorm over the channels. Architecture: a stride-2 convolution stem

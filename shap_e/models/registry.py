@@ -156,7 +156,7 @@ def _official(name: str, kind: str, stem: str, config_stem: str, sha: Optional[s
     )
 
 
-# Hashes and parameter counts are those of the official release (SPEC §1, spec/keys/*.txt).
+# Hashes and parameter counts are those of the official release (docs/behaviour.md#checkpoints).
 for _spec in (
     _official("transmitter", "transmitter", "transmitter", "transmitter_config",
               "af02a0b85a8abdfb3919584b63c540ba175f6ad4790f574a7fef4617e5acdc3b",
@@ -191,9 +191,9 @@ for _spec in (
     ModelSpec("diffusion-small", "diffusion_small_config.yaml", kind="diffusion",
               description="Gaussian diffusion of the small priors: cosine schedule, v prediction (config only)"),
     ModelSpec("transmitter-small", "transmitter_small_config.yaml",
-              sha256="0826c981d004bcfb8ed444211afebecd5537308912888c9ae8a5232ec33f10b1",
+              sha256="00e0c8ffae7c899d19d04f1614467c96d5f88fda81fb4e0e62c6a2698199294d",
               weights_file="transmitter-small.safetensors", n_params=787_130, kind="transmitter",
-              render_modes=("stf",),  # its NeRF heads were never trained (loss weight 0): black NeRF views
+              render_modes=("stf", "nerf"),  # NeRF heads derived from the SDF and STF heads (models.nerstf.derived_heads)
               description="small points-only encoder + renderer for procedural shapes (bundled)"),
     ModelSpec("text-small", "text_small_config.yaml",
               sha256="8833409634d879769a36a3567ece8ad62c5821b2f9737d2ee24a7e31c798f727",

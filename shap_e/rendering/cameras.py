@@ -1,4 +1,4 @@
-"""Pinhole cameras: frames, per-pixel rays and the standard turntable ("pan") cameras (SPEC §5.4)."""
+"""Pinhole cameras: frames, per-pixel rays and the standard turntable ("pan") cameras (docs/behaviour.md#cameras)."""
 import math
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple, Union
@@ -6,7 +6,16 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 
-__all__ = ["ProjectiveCamera", "create_pan_cameras", "look_at", "turntable_cameras"]
+__all__ = [
+    "ProjectiveCamera",
+    "create_pan_cameras",
+    "look_at",
+    "normalize",
+    "orientation",
+    "pixel_coords",
+    "project_out",
+    "turntable_cameras",
+]
 
 Device = Union[str, torch.device, None]
 
@@ -15,7 +24,7 @@ Device = Union[str, torch.device, None]
 class ProjectiveCamera:
     """A batch of `N` pinhole cameras sharing one resolution and field of view.
 
-    The camera frame is x = image right, y = image **down**, z = forward (SPEC §7).
+    The camera frame is x = image right, y = image **down**, z = forward (docs/behaviour.md#cameras).
     origin, x, y, z: `[N, 3]` float32 tensors (world space, x/y/z unit length).
     width, height: image size in pixels.
     x_fov, y_fov: full horizontal/vertical field of view in radians, in (0, pi).
@@ -63,11 +72,10 @@ class ProjectiveCamera:
 
     def image_coords(self) -> torch.Tensor:
         """Pixel coordinates `[height * width, 2]` as (col, row), int64, in row-major pixel order."""
-        index = torch.arange(self.height * self.width, device=self.origin.device)
-        return torch.stack([index % self.width, torch.div(index, self.width, rounding_mode="floor")], dim=1)
+        return pixel_coords(self.width, self.height, self.origin.device)
 
     def camera_rays(self, coords: torch.Tensor) -> torch.Tensor:
-        """Rays through pixel coordinates (SPEC §4.6 step 4).
+        """Rays through pixel coordinates (docs/behaviour.md#cameras).
 
         coords: `[P, 2]` (same pixels for every camera) or `[N, P, 2]`, (col, row), any numeric dtype;
             pixel centres sit at integer coordinates and the image edges at exactly +-tan(fov/2).
@@ -117,7 +125,7 @@ class ProjectiveCamera:
 
 
 def create_pan_cameras(size: int, device: Device = None) -> ProjectiveCamera:
-    """The 20 turntable cameras of the notebooks (SPEC §5.4): radius 4, elevation atan(1/2), fov 0.7.
+    """The 20 turntable cameras of the notebooks (docs/behaviour.md#cameras): radius 4, elevation atan(1/2), fov 0.7.
 
     Both endpoints of theta = linspace(0, 2 pi, 20) are included, so the first and last views coincide.
     Returns cameras with `shape == (1, 20)` and `[20, 3]` float32 frames, `width = height = size`.
@@ -149,31 +157,57 @@ def look_at(
     fov: float,
     up: Tuple[float, float, float] = (0.0, 0.0, 1.0),
 ) -> ProjectiveCamera:
-    """Cameras at `origins [N, 3]` looking at `targets [N, 3]` (SPEC §5.4, pose form).
+    """Cameras at `origins [N, 3]` looking at `targets [N, 3]` (docs/behaviour.md#cameras).
 
-    Frame: z = normalize(target - origin); y = -normalize(up - (up . z) z) (image down);
-    x = y cross z (image right). `fov` is used for both axes. World up defaults to +Z.
+    The frame is `orientation(targets - origins, up)`; `fov` is used for both axes. World up
+    defaults to +Z.
     """
     if origins.shape != targets.shape or origins.ndim != 2 or origins.shape[-1] != 3:
         raise ValueError(
             f"origins and targets must both be [N, 3], got {tuple(origins.shape)} and {tuple(targets.shape)}"
         )
     origins = origins.float()
-    toward = targets.float() - origins
-    dist = toward.norm(dim=-1, keepdim=True)
-    if bool((dist == 0).any()):
-        raise ValueError("every target must differ from its origin (the view direction is undefined)")
-    z = toward / dist
-    up_t = torch.tensor(up, dtype=torch.float32, device=origins.device).expand_as(z)
-    y = up_t - (up_t * z).sum(-1, keepdim=True) * z
-    y_norm = y.norm(dim=-1, keepdim=True)
-    if bool((y_norm < 1e-6).any()):
-        raise ValueError("a view direction is parallel to `up`; pass another `up` vector")
-    y = -y / y_norm
-    x = torch.cross(y, z, dim=-1)
+    up_t = torch.tensor(up, dtype=torch.float32, device=origins.device).expand_as(origins)
+    x, y, z = orientation(targets.float() - origins, up_t)
     return ProjectiveCamera(
         origin=origins, x=x, y=y, z=z, width=width, height=height, x_fov=fov, y_fov=fov
     )
+
+
+def pixel_coords(width: int, height: int, device: Device = None) -> torch.Tensor:
+    """Pixel coordinates `[height * width, 2]` as (col, row), int64, in row-major pixel order."""
+    index = torch.arange(height * width, device=device)
+    return torch.stack([index % width, torch.div(index, width, rounding_mode="floor")], dim=1)
+
+
+def normalize(vec: torch.Tensor) -> torch.Tensor:
+    """`vec [..., D]` scaled to unit length along the last axis."""
+    return vec / torch.linalg.norm(vec, dim=-1, keepdim=True)
+
+
+def project_out(vec1: torch.Tensor, vec2: torch.Tensor) -> torch.Tensor:
+    """`vec1 [..., D]` without its component along `vec2 [..., D]` (which need not be unit length)."""
+    vec2 = normalize(vec2)
+    return vec1 - (vec1 * vec2).sum(dim=-1, keepdim=True) * vec2
+
+
+def orientation(toward: torch.Tensor, up: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The camera frame looking along `toward [..., 3]` with world `up [..., 3]` (docs/behaviour.md#cameras).
+
+    z = toward / |toward| (forward); y = -normalize(up without its part along z) (image down);
+    x = y cross z (image right). Returns x, y, z, each `[..., 3]`. A zero `toward`, or one parallel
+    to `up`, has no frame: ValueError.
+    """
+    if toward.shape != up.shape or toward.shape[-1:] != (3,):
+        raise ValueError(f"toward and up must both be [..., 3], got {tuple(toward.shape)} and {tuple(up.shape)}")
+    if bool((torch.linalg.norm(toward, dim=-1) == 0).any()):
+        raise ValueError("every view direction (toward, or target - origin) must be non-zero")
+    z = normalize(toward)
+    y = project_out(up, toward)
+    if bool((torch.linalg.norm(y, dim=-1) < 1e-6).any()):
+        raise ValueError("a view direction is parallel to `up`; pass another `up` vector")
+    y = -normalize(y)
+    return torch.cross(y, z, dim=-1), y, z
 
 
 def _describe(value: object) -> str:

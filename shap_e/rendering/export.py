@@ -1,8 +1,8 @@
 """Saving meshes to files (.ply, .obj, .glb; UV-textured .glb / .obj+.mtl), atomically, +Y or +Z up.
 
-Shap-E's world is +Z up (SPEC §7). glTF requires +Y up, so by default every format is written +Y up:
-a rotation of -90 degrees about X, `(x, y, z) -> (x, z, -y)`. Pass `up_axis="z"` to keep Shap-E
-coordinates (then .ply/.obj are byte-identical to the reference writers).
+Shap-E's world is +Z up (docs/behaviour.md#conventions). glTF requires +Y up, so by default every format
+is written +Y up: a rotation of -90 degrees about X, `(x, y, z) -> (x, z, -y)`. Pass `up_axis="z"` to keep
+Shap-E coordinates (then .ply/.obj are byte-identical to the reference writers).
 """
 import os
 from dataclasses import dataclass

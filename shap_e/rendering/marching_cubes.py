@@ -1,4 +1,4 @@
-"""Vectorised marching cubes that reproduces the reference mesh exactly (SPEC §5.6 step 5).
+"""Vectorised marching cubes that reproduces the reference mesh exactly (docs/behaviour.md#marching-cubes).
 
 The reference walks every cube of the grid; only cubes whose corners disagree in sign produce
 triangles, so this version gathers those "active" cubes first (in the same row-major order) and
@@ -67,7 +67,8 @@ def _cube_cases(inside: torch.Tensor) -> torch.Tensor:
 
 
 def _global_edge_ids(cubes: torch.Tensor, local_edges: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Global edge ids `[n_tris, 3]` of cube-local edges `[n_tris, 3]` of cubes `[n_tris, 3]` (SPEC §5.6).
+    """Global edge ids `[n_tris, 3]` of cube-local edges `[n_tris, 3]` of cubes `[n_tris, 3]`
+    (docs/behaviour.md#marching-cubes).
 
     Global numbering: all x-edges row-major over their lower corner, then all y-edges, then z-edges.
     """

@@ -1,4 +1,4 @@
-"""The marching-cubes triangle table of the reference implementation (SPEC §5.6 step 5).
+"""The marching-cubes triangle table of the reference implementation (docs/behaviour.md#marching-cubes).
 
 The numbers are the triangle table of OpenAI's Shap-E (MIT License, Copyright (c) 2023 OpenAI), in
 cube-edge indices; triangle order and winding within each case are significant because the

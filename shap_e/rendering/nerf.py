@@ -1,4 +1,4 @@
-"""NeRF volume rendering with coarse and importance-sampled fine passes (SPEC §5.5).
+"""NeRF volume rendering with coarse and importance-sampled fine passes (docs/behaviour.md#nerf-rendering).
 
 Pure functions over rays `[batch, n_rays, ...]`. Random numbers are drawn with `torch.rand` from
 `generator` (default: the global RNG) in the reference's order and shapes, so a seeded run replays
@@ -15,6 +15,7 @@ from shap_e.rendering.volume import BoundingBox, RayRange, intersect_box
 from shap_e.util.rng import draw_device
 
 __all__ = [
+    "DEPTH_MODES",
     "FieldFn",
     "Integral",
     "RayRender",
@@ -23,6 +24,8 @@ __all__ = [
     "integrate_samples",
     "importance_samples",
     "render_rays",
+    "sample_pmf",
+    "z_depth",
 ]
 
 COARSE_HEADS = ("density_coarse", "color_coarse")
@@ -66,29 +69,45 @@ class RayRender:
     raw_density: torch.Tensor
 
 
+DEPTH_MODES = ("linear", "geometric", "harmonic")
+
+
 def stratified_samples(
-    ray_range: RayRange, n_samples: int, generator: Optional[torch.Generator] = None
+    ray_range: RayRange,
+    n_samples: int,
+    generator: Optional[torch.Generator] = None,
+    depth_mode: str = "linear",
+    epsilon: float = 1e-3,
 ) -> torch.Tensor:
-    """One jittered sample per equal stratum of `[t0, t1]` -> ts `[batch, n_rays, n_samples, 1]`."""
+    """One jittered sample per stratum of `[t0, t1]` -> ts `[batch, n_rays, n_samples, 1]`.
+
+    depth_mode: the strata are equal in t ("linear"), in log t ("geometric") or in 1 / t
+    ("harmonic", denser near the camera); the last two clamp t0 and t1 to at least `epsilon`.
+    """
+    if depth_mode not in DEPTH_MODES:
+        raise ValueError(f"depth_mode must be one of {DEPTH_MODES}, got {depth_mode!r}")
     s = torch.linspace(0, 1, n_samples, dtype=ray_range.t0.dtype, device=ray_range.t0.device)
-    ts = ray_range.t0 * (1 - s) + ray_range.t1 * s  # [batch, n_rays, n_samples]
+    t0, t1 = ray_range.t0, ray_range.t1
+    if depth_mode == "linear":
+        ts = t0 * (1 - s) + t1 * s  # [batch, n_rays, n_samples]
+    elif depth_mode == "geometric":
+        ts = (t0.clamp(epsilon).log() * (1 - s) + t1.clamp(epsilon).log() * s).exp()
+    else:
+        ts = 1.0 / (1.0 / t0.clamp(epsilon) * (1 - s) + 1.0 / t1.clamp(epsilon) * s)
     mids = 0.5 * (ts[..., 1:] + ts[..., :-1])
-    upper = torch.cat([mids, ray_range.t1], dim=-1)
-    lower = torch.cat([ray_range.t0, mids], dim=-1)
+    upper = torch.cat([mids, t1], dim=-1)
+    lower = torch.cat([t0, mids], dim=-1)
     u = torch.rand(ts.shape, generator=generator, dtype=ts.dtype,
                    device=draw_device(generator, ts.device)).to(ts.device)
     return (lower + (upper - lower) * u).unsqueeze(-1)
 
 
 def partition(ray_range: RayRange, ts: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Intervals around sorted samples `ts [batch, n_rays, n, 1]`, edges at t0, midpoints, t1.
+    """Intervals around sorted samples `ts [batch, n_rays, n, 1]` (`RayRange.partition`).
 
     Returns lower, upper, delta, each `[batch, n_rays, n, 1]`.
     """
-    mids = (ts[..., 1:, :] + ts[..., :-1, :]) * 0.5
-    lower = torch.cat([ray_range.t0[..., None, :], mids], dim=-2)
-    upper = torch.cat([mids, ray_range.t1[..., None, :]], dim=-2)
-    return lower, upper, upper - lower
+    return ray_range.partition(ts)
 
 
 def integrate_samples(
@@ -127,17 +146,27 @@ def importance_samples(
     ts, weights: `[batch, n_rays, n_coarse, 1]` -> sorted ts `[batch, n_rays, n_samples, 1]`.
     """
     lower, upper, _ = partition(ray_range, ts)
-    *shape, n_coarse, _ = ts.shape
     pmf = weights + alpha
-    pmf = pmf / pmf.sum(dim=-2, keepdim=True)
-    cdf = torch.cumsum(pmf.reshape(-1, n_coarse), dim=1)
-    u = torch.rand(cdf.shape[0], n_samples, generator=generator, dtype=cdf.dtype,
-                   device=draw_device(generator, cdf.device)).to(cdf.device)
-    index = torch.searchsorted(cdf, u).view(*shape, n_samples, 1).clamp(0, n_coarse - 1)
+    index = sample_pmf(pmf / pmf.sum(dim=-2, keepdim=True), n_samples, generator)
     u_in = torch.rand(index.shape, generator=generator, dtype=ts.dtype,
                       device=draw_device(generator, ts.device)).to(ts.device)
     lower, upper = torch.gather(lower, -2, index), torch.gather(upper, -2, index)
     return torch.sort(lower + (upper - lower) * u_in, dim=-2).values
+
+
+def sample_pmf(pmf: torch.Tensor, n_samples: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """Indices `[..., n_samples, 1]` drawn with replacement from `pmf [..., support, 1]` (inverse CDF).
+
+    One `torch.rand([prod(...), n_samples])` draw; an index is the first bin whose cumulative mass
+    reaches the draw, clamped to the support (so a pmf summing to slightly less than 1 is safe).
+    """
+    *shape, support, last = pmf.shape
+    if last != 1:
+        raise ValueError(f"pmf must be [..., support, 1], got {tuple(pmf.shape)}")
+    cdf = torch.cumsum(pmf.reshape(-1, support), dim=1)
+    u = torch.rand(cdf.shape[0], n_samples, generator=generator, dtype=cdf.dtype,
+                   device=draw_device(generator, cdf.device)).to(cdf.device)
+    return torch.searchsorted(cdf, u).view(*shape, n_samples, 1).clamp(0, support - 1)
 
 
 def _query(field: FieldFn, rays, ts, heads, with_direction, keep=None) -> NeRSTFOutput:
@@ -244,3 +273,14 @@ def render_rays(
         raw_signed_distance=fine_out.sdf.view(batch, n_rays, -1),
         raw_density=fine_out.density_fine.view(batch, n_rays, -1),
     )
+
+
+def z_depth(distances: torch.Tensor, rays: torch.Tensor, z: torch.Tensor, pixels_per_view: int) -> torch.Tensor:
+    """Camera z-depth `[batch, n_rays, 1]` of the points at `distances [batch, n_rays, 1]` along
+    `rays [batch, n_rays, 2, 3]`, where ray `i` of batch element `b` belongs to view
+    `b * views + i // pixels_per_view` whose forward axis is `z [batch * views, 3]`."""
+    batch = rays.shape[0]
+    z = z.to(rays.device)
+    z = z / z.norm(dim=-1, keepdim=True)
+    z = z.view(batch, -1, 1, 3).expand(-1, -1, pixels_per_view, -1).reshape(batch, -1, 3)
+    return distances * (rays[..., 1, :] * z).sum(dim=-1, keepdim=True)

@@ -1,5 +1,5 @@
 """`TorchMesh`: a triangle mesh as torch tensors, what marching cubes and the STF renderer produce."""
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Optional, Union
 
 import torch
@@ -15,17 +15,17 @@ class TorchMesh:
 
     verts: `[n_verts, 3]` float32 positions (Shap-E world space, +Z up).
     faces: `[n_faces, 3]` int64 vertex indices, counter-clockwise seen from outside.
-    vertex_channels: optional `{name: [n_verts]}`; 'R', 'G', 'B' hold **linear** colours in [0, 1].
-    face_channels: optional `{name: [n_faces]}`.
+    vertex_channels: `{name: [n_verts]}` (may be None); 'R', 'G', 'B' hold **linear** colours in [0, 1].
+    face_channels: `{name: [n_faces]}` (may be None).
     """
 
     verts: torch.Tensor
     faces: torch.Tensor
-    vertex_channels: Optional[Dict[str, torch.Tensor]] = None
-    face_channels: Optional[Dict[str, torch.Tensor]] = None
+    vertex_channels: Optional[Dict[str, torch.Tensor]] = field(default_factory=dict)
+    face_channels: Optional[Dict[str, torch.Tensor]] = field(default_factory=dict)
 
     def tri_mesh(self) -> "TriMesh":
-        """The same mesh as numpy arrays on the CPU."""
+        """The same mesh as numpy arrays on the CPU (no normals; None channels stay None)."""
 
         def to_numpy(channels):
             if channels is None:

@@ -17,7 +17,7 @@ these facts (`environment`) as the first record of every run and resume.
 backward pass and the optimiser step. Forward operators split their output between threads, so
 they need not round differently; the backward's weight gradients and sums split their reductions,
 so they do. For the transmitter recipe on the AVX-512 Xeon a two-thread forward gave the one-thread
-run's weights bit for bit (`recipes/README.md`, session 35); check a new model or machine the same
+run's weights bit for bit (`recipes/README.md`); check a new model or machine the same
 way (two short runs, `sha256sum` of the weights) before relying on it.
 """
 import contextlib
@@ -191,7 +191,7 @@ class Trainer:
         if self.ema is not None and state["ema"] is not None:
             self.ema.load_state_dict(state["ema"])
         self.step = int(state["step"])
-        if "rng" in state:  # checkpoints written before session 36 have none
+        if "rng" in state:  # checkpoints of version 0.1.0 before the generator was saved have none
             set_global_rng_state(state["rng"])
         return True
 

@@ -32,18 +32,19 @@ Either kind of file may name `extends: other.yaml` and give only what differs (`
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 import yaml
 
-from shap_e.util.config import check_keys
 from shap_e.train.loop import TrainConfig, Trainer, check_stop_at
 from shap_e.util.atomic import write_atomic, write_safetensors
+from shap_e.util.config import check_keys, settings_of
 
 if TYPE_CHECKING:
     from shap_e.train.diffusion_training import LatentDataset
     from shap_e.train.head_refit import HeadRefitConfig
+    from shap_e.models.nerstf.derived_heads import NerfHeadSettings
     from shap_e.train.transmitter_training import AssetRecord
 
 DIFFUSION_KEYS = {
@@ -53,7 +54,7 @@ DIFFUSION_KEYS = {
 }
 TRANSMITTER_KEYS = {
     "model", "data", "cache_dir", "assets_per_step", "n_sdf", "n_color", "n_rays", "loss_weights", "targets",
-    "point_candidates", "data_workers", "init", "freeze_decoder", "train",
+    "point_candidates", "data_workers", "init", "freeze_decoder", "nerf_heads", "train",
 }
 TARGET_KEYS = {"n_near", "n_uniform", "n_color", "sigma", "n_surface"}
 
@@ -202,7 +203,7 @@ def diffusion_trainer(stage: str, config: Dict[str, Any], dataset: Optional["Lat
 def _check_text_layers(model: torch.nn.Module, provenance: Dict[str, str]) -> None:
     """Refuse latents whose captions were read from other MiniLM hidden states than the prior reads
     when it samples (`shap-e latents --text-layers` against the model config's `text_layers`).
-    Latents without a provenance (made by other code, or before session 14) are not checked."""
+    Latents without a provenance (made by other code, or by early 0.1.0 code) are not checked."""
     from shap_e.train.latents import text_layers_record
 
     if "stage" not in provenance:
@@ -241,7 +242,6 @@ def train_diffusion(stage: str, config: Dict[str, Any], resume: bool = False,
 
 def head_refit_config(config: Dict[str, Any], model: torch.nn.Module, dataset) -> Optional["HeadRefitConfig"]:
     """The `head_refit` settings of a diffusion config (None without the key), checked before training."""
-    from shap_e.util.config import settings_of
     from shap_e.train.head_refit import HeadRefitConfig, check_refit_inputs
 
     if "head_refit" not in config:
@@ -296,7 +296,18 @@ def transmitter_settings(config: Dict[str, Any]) -> Tuple[TrainConfig, Dict[str,
     check_keys(weights, {"sdf", "color", "nerf", "sdf_band"}, "loss_weights")
     target_options = dict(config.get("targets") or {})
     check_keys(target_options, TARGET_KEYS, "targets")
+    nerf_head_settings(config)
     return train_config, weights, target_options
+
+
+def nerf_head_settings(config: Dict[str, Any]) -> Optional["NerfHeadSettings"]:
+    """`nerf_heads:` of a transmitter config (absent: None; `{}`: the defaults): the exported weights'
+    NeRF heads are then derived from their SDF and STF colour heads (`shap_e.models.nerstf.derived_heads`)."""
+    from shap_e.models.nerstf.derived_heads import NerfHeadSettings
+
+    if "nerf_heads" not in config:
+        return None
+    return settings_of(config, "nerf_heads", NerfHeadSettings)
 
 
 def build_transmitter(model_config, init: Optional[str], device: torch.device) -> torch.nn.Module:
@@ -378,18 +389,29 @@ def train_transmitter(config: Dict[str, Any], resume: bool = False, stop_at: Opt
     if resume:
         trainer.resume()
     trainer.fit(stop_at)
-    return export_weights(trainer) if trainer.finished else None
+    if not trainer.finished:
+        return None
+    settings = nerf_head_settings(config)
+    if settings is None:
+        return export_weights(trainer)
+    from shap_e.models.nerstf.derived_heads import derive_nerf_heads_in_state
+
+    return export_weights(trainer, transform=lambda state: derive_nerf_heads_in_state(state, settings))
 
 
-def export_weights(trainer: Trainer, prefix: str = "") -> Path:
+def export_weights(
+    trainer: Trainer, prefix: str = "",
+    transform: Optional[Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]] = None,
+) -> Path:
     """Write the final weights (the EMA average when there is one) as safetensors: those of the
     trained module's entries whose names start with `prefix`, without it (e.g. `prior.` for a
-    `LatentProbeObjective`, whose probe is not exported)."""
+    `LatentProbeObjective`, whose probe is not exported), passed through `transform` if given."""
     path = trainer.out_dir / "model.safetensors"
     if trainer.rank == 0:
         state = trainer.ema.state_dict() if trainer.ema is not None else trainer.model.state_dict()
-        write_safetensors(path, {
+        exported = {
             k[len(prefix):]: state.get(k, v).to(v.dtype)
             for k, v in trainer.model.state_dict().items() if k.startswith(prefix)
-        })
+        }
+        write_safetensors(path, exported if transform is None else transform(exported))
     return path

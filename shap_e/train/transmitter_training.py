@@ -2,7 +2,7 @@
 
 Each step encodes a few assets and asks the decoded field for (a) signed distances at points near
 and away from the surface, (b) the STF colour at surface points, and (c) NeRF renders of random
-pixels of the encoder's own multiview images (coarse and fine passes, SPEC §5.5).
+pixels of the encoder's own multiview images (coarse and fine passes, docs/behaviour.md#nerf-rendering).
 """
 import warnings
 from dataclasses import dataclass, field

@@ -3,10 +3,16 @@
 Used only at the boundary of the official API (render options, batches and outputs, configs);
 typed dataclasses carry data inside the package.
 
-- `d.key` reads and writes `d["key"]`; a missing attribute raises AttributeError.
+- `d.key` reads and writes `d["key"]`.
 - A key with slashes addresses nested dicts: `d["a/b"] = 1` creates `d.a` (an AttrDict) and sets
   `d.a.b`; `"a/b" in d` and `d["a/b"]` read through the levels.
 - Plain dicts stored in it (also inside lists) become AttrDicts.
+- `map` and `combine` build new AttrDicts leaf by leaf; `combine` pairs the union of the keys,
+  passing None for a side that lacks one; `dumpable` gives plain dicts without the `_private` keys.
+- Equality ignores the order of the keys, like a dict's.
+
+One deliberate difference: a missing key raises KeyError (`d["x"]`) or AttributeError (`d.x`)
+where the official AttrDict returns None, so that a misspelt option fails where it is read.
 """
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional
@@ -71,6 +77,15 @@ class AttrDict(OrderedDict):
     def __reduce__(self):
         return (AttrDict, (dict(self),))
 
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, dict):
+            return NotImplemented
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other: Any) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
     def all_keys(self, leaves_only: bool = False, parent: Optional[str] = None) -> List[str]:
         """Every key at every level as a slash path (`["a", "a/b"]`); only leaves with `leaves_only`."""
         keys = []
@@ -84,22 +99,22 @@ class AttrDict(OrderedDict):
         return keys
 
     def dumpable(self, strip: bool = True) -> Dict[Any, Any]:
-        """Plain nested dicts and lists. Keys starting with `__` are dropped (`strip`) or lose one
-        leading underscore (`strip=False`)."""
+        """Plain nested dicts and lists. Keys starting with `_` are dropped (`strip`) or keep only
+        the `repr` of their value (`strip=False`); nested levels always drop them."""
 
         def dump(value: Any) -> Any:
             if isinstance(value, AttrDict):
-                return value.dumpable(strip)
+                return value.dumpable()
             if isinstance(value, list):
                 return [dump(v) for v in value]
             return value
 
         out = {}
         for key, value in self.items():
-            private = isinstance(key, str) and key.startswith("__")
+            private = isinstance(key, str) and key.startswith("_")
             if private and strip:
                 continue
-            out[key[1:] if private else key] = dump(value)
+            out[key] = repr(value) if private else dump(value)
         return out
 
     def map(self, map_fn: Callable[[Any, Any], Any], should_map: Optional[Callable[[Any, Any], bool]] = None) -> "AttrDict":
@@ -114,19 +129,25 @@ class AttrDict(OrderedDict):
 
         return AttrDict({key: apply(key, value) for key, value in self.items()})
 
-    def combine(self, other: "AttrDict", combine_fn: Callable[[Any, Any], Any]) -> "AttrDict":
-        """A new AttrDict with `combine_fn(mine, theirs)` per leaf; both must have the same keys."""
-        if list(self.keys()) != list(other.keys()):
-            raise ValueError(f"combine needs the same keys: {list(self.keys())} vs {list(other.keys())}")
+    def combine(
+        self, other: Dict[str, Any], combine_fn: Callable[[Optional[Any], Optional[Any]], Any]
+    ) -> "AttrDict":
+        """A new AttrDict with `combine_fn(mine, theirs)` per leaf, over the keys of both (this
+        one's first); a key only one side has gives None for the other. Where this side holds an
+        AttrDict, the other must hold one too (or lack the key), and they are combined level by level.
+        """
 
-        def apply(mine: Any, theirs: Any) -> Any:
+        def apply(key: Any, mine: Any, theirs: Any) -> Any:
             if isinstance(mine, AttrDict):
-                if not isinstance(theirs, AttrDict):
-                    raise ValueError("combine needs the same nesting in both AttrDicts")
+                if theirs is None:
+                    theirs = AttrDict()
+                if not isinstance(theirs, dict):
+                    raise ValueError(f"combine: {key!r} is nested here but {type(theirs).__name__} in other")
                 return mine.combine(theirs, combine_fn)
             return combine_fn(mine, theirs)
 
-        return AttrDict({key: apply(self[key], other[key]) for key in self.keys()})
+        keys = list(self.keys()) + [k for k in other.keys() if k not in self]
+        return AttrDict({key: apply(key, dict.get(self, key), other.get(key)) for key in keys})
 
 
 def _wrap(value: Any) -> Any:

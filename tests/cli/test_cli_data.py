@@ -115,7 +115,7 @@ def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative
 
 
 def test_latents_command_encodes_with_the_registered_weights_of_a_registry_name(tmp_path):
-    # Until session 10 a registry name without --weights built the config with random weights.
+    # A registry name without --weights once built the config with random weights.
     main(["dataset", str(tmp_path / "d"), "--n", "1"])
     out = tmp_path / "latents.safetensors"
     argv = ["latents", str(tmp_path / "d"), "-o", str(out), "--stage", "image", "--transmitter", "transmitter-small",

@@ -76,7 +76,7 @@ def test_p_mean_variance_matches_golden(c, mean_type, clip):
 def test_p_sample_with_global_rng_matches_golden(c, diffusion):
     inp, expected = c["inputs"], c["outputs"]["p_sample_clip1"]
     torch.manual_seed(301)
-    step = diffusion.p_sample(_fixed_model(inp["model_output"]), inp["x_t_for_pmv"], inp["t"])
+    step = diffusion.p_sample(_fixed_model(inp["model_output"]), inp["x_t_for_pmv"], inp["t"], clip_denoised=True)
     torch.testing.assert_close(step.sample, expected["sample"], atol=ATOL, rtol=0)
     torch.testing.assert_close(step.pred_xstart, expected["pred_xstart"], atol=ATOL, rtol=0)
 
@@ -86,7 +86,7 @@ def test_ddim_sample_matches_golden(c, diffusion, eta):
     inp, expected = c["inputs"], c["outputs"][f"ddim_sample_clip1_eta{eta}"]
     torch.manual_seed(302)
     step = diffusion.ddim_sample(
-        _fixed_model(inp["model_output"]), inp["x_t_for_pmv"], inp["t"], eta=eta
+        _fixed_model(inp["model_output"]), inp["x_t_for_pmv"], inp["t"], clip_denoised=True, eta=eta
     )
     torch.testing.assert_close(step.sample, expected["sample"], atol=ATOL, rtol=0)
 
@@ -134,7 +134,7 @@ def _linear_model(weight):
 
 
 def test_training_losses_sum_and_stop_gradient_on_mean():
-    diffusion = GaussianDiffusion(betas=get_named_beta_schedule("exp", 32), mean_type="x_start")
+    diffusion = GaussianDiffusion(betas=get_named_beta_schedule("exp", 32), model_mean_type="x_start")
     weight = torch.randn(4, 8, generator=torch.Generator().manual_seed(0)).requires_grad_()
     x_start = torch.rand(3, 4, generator=torch.Generator().manual_seed(1)) * 2 - 1
     t = torch.tensor([0, 5, 31])
@@ -147,7 +147,7 @@ def test_training_losses_sum_and_stop_gradient_on_mean():
 
 
 def test_training_mse_is_zero_for_a_perfect_epsilon_model():
-    diffusion = GaussianDiffusion(betas=get_named_beta_schedule("linear", 64), mean_type="epsilon")
+    diffusion = GaussianDiffusion(betas=get_named_beta_schedule("linear", 64), model_mean_type="epsilon")
     noise = torch.randn(2, 4)
 
     def oracle(x, t, **kwargs):
@@ -158,7 +158,7 @@ def test_training_mse_is_zero_for_a_perfect_epsilon_model():
 
 
 def test_ddim_loop_with_eta_zero_is_deterministic_and_reaches_the_data_point():
-    diffusion = GaussianDiffusion(betas=get_named_beta_schedule("cosine", 32), mean_type="x_start")
+    diffusion = GaussianDiffusion(betas=get_named_beta_schedule("cosine", 32), model_mean_type="x_start")
     target = torch.full((2, 3), 0.25)
 
     def oracle(x, t, **kwargs):
@@ -171,7 +171,7 @@ def test_ddim_loop_with_eta_zero_is_deterministic_and_reaches_the_data_point():
 
 
 def test_p_sample_loop_consumes_one_noise_per_step_from_its_generator():
-    diffusion = GaussianDiffusion(betas=get_named_beta_schedule("exp", 4), mean_type="x_start")
+    diffusion = GaussianDiffusion(betas=get_named_beta_schedule("exp", 4), model_mean_type="x_start")
     zero = lambda x, t, **kwargs: torch.zeros(len(x), 2 * x.shape[1])  # noqa: E731
     generator = torch.Generator().manual_seed(9)
     diffusion.p_sample_loop(zero, (1, 2), generator=generator)
@@ -208,3 +208,24 @@ def test_v_prediction_target_and_x0_reconstruction_agree():
     x_t = diffusion.q_sample(x0, t, noise)
     out = diffusion.p_mean_variance(oracle, x_t, t, clip_denoised=False)
     torch.testing.assert_close(out.pred_xstart, x0, atol=1e-5, rtol=0)
+
+
+def test_the_t0_term_of_the_bound_follows_the_configs_discretized_t0():
+    from shap_e.models.download import load_config
+
+    official = diffusion_from_config({"schedule": "cosine", "timesteps": 16, "mean_type": "v"})
+    discretized = diffusion_from_config({"schedule": "cosine", "timesteps": 16, "mean_type": "v", "discretized_t0": True})
+    g = torch.Generator().manual_seed(0)
+    x0, noise, w = torch.randn(2, 8, generator=g), torch.randn(2, 8, generator=g), torch.randn(8, 16, generator=g)
+    t = torch.tensor([0, 3])
+
+    def model(x, t, **kwargs):
+        return torch.tanh(x @ w)
+
+    a = official.training_losses(model, x0, t, noise=noise)["vb"]
+    b = discretized.training_losses(model, x0, t, noise=noise)["vb"]
+    assert a[0] == 0 and b[0] > 0 and a[1] == b[1]
+    assert diffusion_from_config(load_config("diffusion-small")).discretized_t0  # how the small priors trained
+    assert not diffusion_from_config(load_config("diffusion")).discretized_t0
+    with pytest.raises(ValueError, match="discretized_t0"):
+        diffusion_from_config({"schedule": "cosine", "timesteps": 16, "discretized_t0": "yes"})

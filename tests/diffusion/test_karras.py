@@ -84,7 +84,7 @@ def _exact_endpoint(x_t, mu, s, sigma_max):
     return mu + (x_t - mu) * s / (s**2 + sigma_max**2) ** 0.5
 
 
-@pytest.mark.parametrize("name,order", [("heun", 2), ("euler", 1), ("dpmpp_2m", 2)])
+@pytest.mark.parametrize("name,order", [("heun", 2), ("dpm2", 2), ("euler", 1), ("dpmpp_2m", 2)])
 def test_deterministic_samplers_converge_to_the_exact_ode_solution_at_their_order(name, order):
     mu, s = torch.tensor([0.3, -0.5]), torch.tensor([0.5, 0.2])
     x = torch.randn(3, 2, generator=torch.Generator().manual_seed(0)) * 80.0

@@ -73,8 +73,10 @@ def _run_detected(monkeypatch, model, diffusion, emb, **kwargs):
     detector = SyncDetector(monkeypatch)
     wrapped = ArmingModel(model, detector)
     with detector:
-        out = sample_latents(len(emb), wrapped, diffusion, dict(embeddings=emb), 3.0, True, False,
-                             **kwargs)
+        out = sample_latents(
+            batch_size=len(emb), model=wrapped, diffusion=diffusion, model_kwargs=dict(embeddings=emb),
+            guidance_scale=3.0, clip_denoised=True, use_fp16=False, **kwargs,
+        )
     detector.armed = False
     monkeypatch.undo()
     assert wrapped.calls >= 3

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-from shap_e.diffusion.presets import FAST_STEPS, PRESETS, get_preset, resolve_preset
+from shap_e.diffusion.presets import FAST_STEPS, PRESETS, SamplingPreset, get_preset, resolve_preset
 from shap_e.diffusion.sample import sample_latents
 
 
@@ -29,9 +29,14 @@ def diffusion(golden):
     return diffusion_from_config(golden("d")["config"]["diffusion"])
 
 
-def _sample(diffusion, *args, **kwargs):
+OFFICIAL_KARRAS = dict(clip_denoised=True, use_fp16=False, use_karras=True, sigma_min=1e-3, sigma_max=160.0,
+                      s_churn=0.0)
+
+
+def _sample(diffusion, **kwargs):
     model = CountingModel()
-    out = sample_latents(2, model, diffusion, dict(embeddings=torch.ones(2, 8)), 3.0, *args,
+    out = sample_latents(batch_size=2, model=model, diffusion=diffusion,
+                         model_kwargs=dict(embeddings=torch.ones(2, 8)), guidance_scale=3.0,
                          generator=torch.Generator().manual_seed(0), **kwargs)
     return out, model.calls
 
@@ -68,17 +73,33 @@ def test_explicit_arguments_win_over_the_preset():
 
 def test_fast_preset_equals_the_explicit_dpmpp_2m_call(diffusion):
     by_name, calls = _sample(diffusion, preset="fast")
-    explicit, _ = _sample(diffusion, True, False, True, FAST_STEPS, 1e-3, 160.0, 0.0,
+    explicit, _ = _sample(diffusion, **OFFICIAL_KARRAS, karras_steps=FAST_STEPS,
                           sampler="dpmpp_2m")
     assert calls == FAST_STEPS and torch.equal(by_name, explicit)
 
 
 def test_without_preset_or_sampler_arguments_the_default_preset_runs(diffusion):
     implicit, calls = _sample(diffusion)
-    official, _ = _sample(diffusion, True, False, True, 64, 1e-3, 160.0, 0.0)
+    official, _ = _sample(diffusion, **OFFICIAL_KARRAS, karras_steps=64)
     assert calls == 127 and torch.equal(implicit, official)
 
 
-def test_positional_steps_override_the_preset_steps(diffusion):
-    _, calls = _sample(diffusion, True, False, True, 6, 1e-3, 160.0, 0.0, preset="fast")
+def test_explicit_steps_override_the_preset_steps(diffusion):
+    _, calls = _sample(diffusion, **OFFICIAL_KARRAS, karras_steps=6, preset="fast")
     assert calls == 6
+
+
+def test_a_sampling_preset_object_samples_like_its_name_and_custom_ones_run(diffusion):
+    by_name, _ = _sample(diffusion, preset="fast")
+    by_object, _ = _sample(diffusion, preset=get_preset("fast"))
+    assert torch.equal(by_name, by_object)
+    custom = SamplingPreset("mine", sampler="dpm2", karras_steps=5)
+    _, calls = _sample(diffusion, preset=custom)
+    assert calls == custom.model_evaluations == 10
+
+
+def test_a_preset_of_another_type_or_with_an_unknown_sampler_is_refused(diffusion):
+    with pytest.raises(ValueError, match="preset must be a SamplingPreset"):
+        _sample(diffusion, preset=3)
+    with pytest.raises(ValueError, match="sampler='lms' is unknown"):
+        _sample(diffusion, preset=SamplingPreset("bad", sampler="lms", karras_steps=4))

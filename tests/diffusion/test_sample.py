@@ -21,8 +21,11 @@ def emb4(d):
 
 
 def _sample(model, diffusion, emb, steps=8, guidance=3.0, **kwargs):
-    return sample_latents(len(emb), model, diffusion, dict(embeddings=emb), guidance, True, False,
-                          True, steps, 1e-3, 160, 0.0, **kwargs)
+    return sample_latents(
+        batch_size=len(emb), model=model, diffusion=diffusion, model_kwargs=dict(embeddings=emb),
+        guidance_scale=guidance, clip_denoised=True, use_fp16=False, use_karras=True, karras_steps=steps,
+        sigma_min=1e-3, sigma_max=160, s_churn=0.0, **kwargs,
+    )
 
 
 def _seeds(*seeds):
@@ -87,9 +90,12 @@ class CountingModel(torch.nn.Module):
 def test_sdedit_starts_from_noised_init_latent_at_the_strength_index(diffusion):
     model = CountingModel()
     init = torch.full((2, 4), 0.5)
-    out = sample_latents(2, model, diffusion, dict(embeddings=torch.ones(2, 3)), 3.0, True, False,
-                         True, 8, 1e-3, 160, 0.0, generator=torch.Generator().manual_seed(3),
-                         init_latent=init, strength=0.5)
+    out = sample_latents(
+        batch_size=2, model=model, diffusion=diffusion, model_kwargs=dict(embeddings=torch.ones(2, 3)),
+        guidance_scale=3.0, clip_denoised=True, use_fp16=False, use_karras=True, karras_steps=8,
+        sigma_min=1e-3, sigma_max=160, s_churn=0.0, generator=torch.Generator().manual_seed(3),
+        init_latent=init, strength=0.5,
+    )
     sigma = karras_sigmas(8, 1e-3, 160)[4]
     noise = torch.randn(2, 4, generator=torch.Generator().manual_seed(3))
     expected_x = (init + noise * sigma) / (sigma**2 + 1) ** 0.5
@@ -101,8 +107,11 @@ def test_sdedit_starts_from_noised_init_latent_at_the_strength_index(diffusion):
 def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diffusion, emb4):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = sample_latents(2, model, diffusion, dict(embeddings=emb4[:2]), 3.0, True, True, True,
-                             4, 1e-3, 160, 0.0, generator=torch.Generator().manual_seed(0))
+        out = sample_latents(
+            batch_size=2, model=model, diffusion=diffusion, model_kwargs=dict(embeddings=emb4[:2]),
+            guidance_scale=3.0, clip_denoised=True, use_fp16=True, use_karras=True, karras_steps=4,
+            sigma_min=1e-3, sigma_max=160, s_churn=0.0, generator=torch.Generator().manual_seed(0),
+        )
     assert any("bfloat16" in str(w.message) for w in caught)
     reference = _sample(model, diffusion, emb4[:2], steps=4,
                         generator=torch.Generator().manual_seed(0))
@@ -113,9 +122,11 @@ def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diff
 def test_ddpm_path_guides_with_batch_rows_unless_legacy(model, d):
     ddpm = diffusion_from_config(d["config"]["ddpm_diffusion"])
     emb = d["inputs"]["text_embeddings"]
-    args = (2, model, ddpm, dict(embeddings=emb), 3.0, True, False, False, 0, 1e-3, 160, 0.0)
-    assert sample_latents(*args, generator=_seeds(0, 1)).shape == (2, 128)
-    assert sample_latents(*args, legacy_guidance=True).shape == (4, 128)
+    args = dict(batch_size=2, model=model, diffusion=ddpm, model_kwargs=dict(embeddings=emb), guidance_scale=3.0,
+                clip_denoised=True, use_fp16=False, use_karras=False, karras_steps=0, sigma_min=1e-3,
+                sigma_max=160, s_churn=0.0)
+    assert sample_latents(**args, generator=_seeds(0, 1)).shape == (2, 128)
+    assert sample_latents(**args, legacy_guidance=True).shape == (4, 128)
 
 
 @pytest.mark.parametrize(
@@ -157,8 +168,11 @@ def test_guidance_with_an_unconditional_model_is_rejected(diffusion):
             raise AssertionError("must not be called")
 
     with pytest.raises(ValueError, match="conditional model"):
-        sample_latents(1, Unconditional(), diffusion, dict(embeddings=torch.ones(1, 3)), 3.0, True,
-                       False, True, 4, 1e-3, 160, 0.0)
+        sample_latents(
+            batch_size=1, model=Unconditional(), diffusion=diffusion,
+            model_kwargs=dict(embeddings=torch.ones(1, 3)), guidance_scale=3.0, clip_denoised=True,
+            use_fp16=False, use_karras=True, karras_steps=4, sigma_min=1e-3, sigma_max=160, s_churn=0.0,
+        )
 
 
 def test_sdedit_init_latent_is_given_in_data_space_when_the_diffusion_scales_channels(d):
@@ -166,8 +180,12 @@ def test_sdedit_init_latent_is_given_in_data_space_when_the_diffusion_scales_cha
                                     "channel_biases": [0.5] * 4})
     model = CountingModel()
     init = torch.full((1, 4), 0.25)
-    sample_latents(1, model, scaled, dict(embeddings=torch.ones(1, 3)), 1.0, True, False, True, 8, 1e-3, 160,
-                   0.0, generator=torch.Generator().manual_seed(3), init_latent=init, strength=0.5)
+    sample_latents(
+        batch_size=1, model=model, diffusion=scaled, model_kwargs=dict(embeddings=torch.ones(1, 3)),
+        guidance_scale=1.0, clip_denoised=True, use_fp16=False, use_karras=True, karras_steps=8,
+        sigma_min=1e-3, sigma_max=160, s_churn=0.0, generator=torch.Generator().manual_seed(3),
+        init_latent=init, strength=0.5,
+    )
     sigma = karras_sigmas(8, 1e-3, 160)[4]
     noise = torch.randn(1, 4, generator=torch.Generator().manual_seed(3))
     torch.testing.assert_close(model.inputs[0], (init * 2.0 + 0.5 + noise * sigma) / (sigma**2 + 1) ** 0.5)

@@ -44,10 +44,11 @@ def _run(d, name, model, embeddings):
     diffusion_key = "ddpm_diffusion" if name.startswith("d4") else "diffusion"
     torch.manual_seed(args["seed"])
     return sample_latents(
-        args["batch_size"], model, diffusion_from_config(d["config"][diffusion_key]),
-        dict(embeddings=embeddings), args["guidance_scale"], args["clip_denoised"],
-        args["use_fp16"], args["use_karras"], args["karras_steps"], args["sigma_min"],
-        args["sigma_max"], args["s_churn"], device=torch.device("cpu"),
+        batch_size=args["batch_size"], model=model,
+        diffusion=diffusion_from_config(d["config"][diffusion_key]), model_kwargs=dict(embeddings=embeddings),
+        guidance_scale=args["guidance_scale"], clip_denoised=args["clip_denoised"], use_fp16=args["use_fp16"],
+        use_karras=args["use_karras"], karras_steps=args["karras_steps"], sigma_min=args["sigma_min"],
+        sigma_max=args["sigma_max"], s_churn=args["s_churn"], device=torch.device("cpu"),
         legacy_guidance=name.startswith("d4"),
     )
 
@@ -59,7 +60,7 @@ def test_sampler_arithmetic_replays_golden_run(d, name):
     embeddings = d["inputs"]["grid_embeddings" if name.startswith("d5") else "text_embeddings"]
     samples = _run(d, name, model, embeddings)
     assert model.index == len(run["model_calls"])
-    # Measured: bit-identical (0.0) on torch 2.13 on the AMD EPYC CPUs of earlier sessions; on an Intel
+    # Measured: bit-identical (0.0) on torch 2.13 on the AMD EPYC CPUs the goldens came from; on an Intel
     # AVX-512 CPU MKL's exp/sqrt round differently and the churned run drifts by 2.2e-5.
     assert model.max_x_error <= 1e-4
     torch.testing.assert_close(samples, run["samples"], atol=1e-4, rtol=0)

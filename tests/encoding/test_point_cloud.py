@@ -1,19 +1,10 @@
-"""Surface sampling, exact farthest-point sampling and the coloured encoder point cloud."""
+"""Surface sampling and the coloured encoder point cloud (farthest-point sampling: tests/rendering)."""
 import pytest
 import torch
 import trimesh
 
 from shap_e.encoding.assets import load_asset
-from shap_e.encoding.point_cloud import farthest_point_sample, sample_point_cloud, sample_surface
-
-
-def _brute_force_fps(points, n, first):
-    dist = torch.full((len(points),), float("inf"))
-    chosen = [first]
-    for _ in range(n - 1):
-        dist = torch.minimum(dist, ((points - points[chosen[-1]]) ** 2).sum(-1))
-        chosen.append(int(dist.argmax()))
-    return torch.tensor(chosen)
+from shap_e.encoding.point_cloud import sample_point_cloud, sample_surface
 
 
 def _gen(seed=0):
@@ -31,45 +22,6 @@ def two_part_path(tmp_path):
     blue.visual.face_colors = [0, 0, 255, 255]
     trimesh.util.concatenate([red, blue]).export(tmp_path / "two.ply")
     return str(tmp_path / "two.ply")
-
-
-@pytest.mark.parametrize("bucket_size", [1, 16, 64, 4096])
-def test_fps_matches_brute_force_exactly(bucket_size):
-    points = torch.rand(1500, 3, generator=_gen(3)) * torch.tensor([2.0, 1.0, 0.5])
-    chosen, _ = farthest_point_sample(points, 120, _gen(1), bucket_size=bucket_size)
-    assert torch.equal(chosen, _brute_force_fps(points, 120, int(chosen[0])))
-
-
-def test_fps_each_next_point_is_farthest_from_the_chosen_set():
-    points = torch.randn(800, 3, generator=_gen(5))
-    chosen, _ = farthest_point_sample(points, 50, _gen(2))
-    for k in range(1, 50):
-        to_set = torch.cdist(points, points[chosen[:k]]).amin(dim=1)
-        assert to_set[chosen[k]] == pytest.approx(float(to_set.max()), rel=1e-5)
-    assert len(set(chosen.tolist())) == 50
-
-
-def test_fps_cells_are_the_nearest_chosen_point():
-    points = torch.rand(2000, 3, generator=_gen(7))
-    chosen, cell = farthest_point_sample(points, 64, _gen(0), bucket_size=32)
-    d = ((points[:, None] - points[chosen][None]) ** 2).sum(-1)
-    assert torch.equal(d.gather(1, cell[:, None])[:, 0], d.amin(dim=1))
-    assert torch.equal(cell[chosen], torch.arange(64))
-
-
-def test_fps_first_point_comes_from_the_generator():
-    points = torch.rand(500, 3, generator=_gen(0))
-    a, _ = farthest_point_sample(points, 10, _gen(11))
-    b, _ = farthest_point_sample(points, 10, _gen(11))
-    assert torch.equal(a, b)
-    assert int(a[0]) == int(torch.randint(500, (1,), generator=_gen(11)))
-
-
-def test_fps_rejects_bad_sizes():
-    with pytest.raises(ValueError, match="n_samples"):
-        farthest_point_sample(torch.rand(5, 3), 6)
-    with pytest.raises(ValueError, match="points"):
-        farthest_point_sample(torch.rand(5, 2), 2)
 
 
 def test_surface_samples_lie_on_the_box_and_follow_face_areas(tmp_path):

@@ -1,4 +1,5 @@
-"""Multiview renders in the encoder's conventions (SPEC §4.6): cameras, colours, alpha and z-depth."""
+"""Multiview renders in the encoder's conventions (docs/behaviour.md#multiview-features): cameras, colours,
+alpha and z-depth."""
 import math
 
 import pytest

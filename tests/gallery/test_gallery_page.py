@@ -66,11 +66,10 @@ def save_screenshot(browser, path, tries: int = 5) -> bool:
     is still busy drawing.
 
     SwiftShader draws every viewer on the CPU: on a loaded 2-core machine chromedriver's 10-second
-    wait for the renderer can pass before a page of 20 viewers is drawn (seen once in session 24, and
-    three times in a row in session 40 with two evaluation processes beside the suite). A rotating
-    viewer asks for a new frame all the time; a still one only when something changed, so the
-    renderer can go idle (session 41: 48 rotating viewers beside two training processes timed out
-    five times in a row).
+    wait for the renderer can pass before a page of 20 viewers is drawn (seen three times in a row
+    with two evaluation processes beside the suite). A rotating viewer asks for a new frame all the
+    time; a still one only when something changed, so the renderer can go idle (48 rotating viewers
+    beside two training processes timed out five times in a row).
     """
     from selenium.common.exceptions import TimeoutException
 

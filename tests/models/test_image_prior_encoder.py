@@ -101,7 +101,8 @@ def test_sample_latents_conditions_on_a_pil_image():
         return sample_latents(
             batch_size=1, model=model, diffusion=diffusion, model_kwargs=dict(images=[image]),
             guidance_scale=3.0, progress=False, clip_denoised=True, use_fp16=False, use_karras=True,
-            karras_steps=2, sigma_min=1e-3, sigma_max=160, s_churn=0, generator=torch.Generator().manual_seed(0),
+            karras_steps=2, sigma_min=1e-3, sigma_max=160, s_churn=0,
+            generator=torch.Generator().manual_seed(0),
         )
 
     first, again, other = sample(photo(0)), sample(photo(0)), sample(photo(1, size=40))
@@ -182,8 +183,12 @@ def test_sampling_from_the_regressed_latent_follows_it_at_low_strength():
     torch.testing.assert_close(start["init_latent"], model.regress_latent(2, kwargs))
 
     def draw(**extra):
-        return sample_latents(2, model, diffusion, kwargs, 1.0, False, False, True, 16, 1e-3, 160.0, 0.0,
-                              generator=[torch.Generator().manual_seed(i) for i in range(2)], **extra)
+        return sample_latents(
+            batch_size=2, model=model, diffusion=diffusion, model_kwargs=kwargs, guidance_scale=1.0,
+            clip_denoised=False, use_fp16=False, use_karras=True, karras_steps=16, sigma_min=1e-3,
+            sigma_max=160.0, s_churn=0.0, generator=[torch.Generator().manual_seed(i) for i in range(2)],
+            **extra,
+        )
 
     near, free = draw(**start), draw()
     assert (near - start["init_latent"]).abs().mean() < 0.25 * (free - start["init_latent"]).abs().mean()

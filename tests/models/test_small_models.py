@@ -38,7 +38,7 @@ def test_transmitter_small_round_trip_keeps_shape_and_colour(xm, tmp_path):
 
 
 def test_text_small_colour_hint_names_the_colour_of_a_prompt_including_some_unseen_words():
-    """The bundled read-out (model_cards/text-small.md, session 39): training colour words, and "aqua"
+    """The bundled read-out (model_cards/text-small.md): training colour words, and "aqua"
     and "rosy", held-out words it reads right in every paraphrase draw."""
     from shap_e.data import COLOURS
 
@@ -64,8 +64,11 @@ def test_text_small_follows_the_colour_of_its_prompt(xm):
     colours = ["red", "blue", "green", "yellow", "white", "purple"]
     prompts = [f"a {c} {noun}" for c, noun in zip(colours, ["cube", "sphere", "cylinder", "cone", "torus", "lamp"])]
     generators = [torch.Generator().manual_seed(i) for i in range(len(prompts))]
-    latents = sample_latents(len(prompts), prior, diffusion, dict(texts=prompts), spec.guidance_scale,
-                             preset="fast", generator=generators, guidance_max_sigma=spec.guidance_max_sigma)
+    latents = sample_latents(
+        batch_size=len(prompts), model=prior, diffusion=diffusion, model_kwargs=dict(texts=prompts),
+        guidance_scale=spec.guidance_scale, preset="fast", generator=generators,
+        guidance_max_sigma=spec.guidance_max_sigma,
+    )
     named = [dominant_color(to_eval_mesh(decode_latent_mesh(xm, latent, grid_size=32)))[0] for latent in latents]
     assert sum(n == c for n, c in zip(named, colours)) >= 4, list(zip(colours, named))
 
@@ -88,8 +91,11 @@ def test_image_small_draws_the_kind_and_colour_of_object_pictured(xm):
                ("pyramid", "purple"), ("capsule", "orange")]
     assets = [generate_asset(category, colour, "regular", seed=10 + i) for i, (category, colour) in enumerate(objects)]
     generators = [torch.Generator().manual_seed(i) for i in range(len(assets))]
-    latents = sample_latents(len(assets), prior, diffusion, dict(images=[picture(a) for a in assets]),
-                             spec.guidance_scale, preset="fast", generator=generators)
+    latents = sample_latents(
+        batch_size=len(assets), model=prior, diffusion=diffusion,
+        model_kwargs=dict(images=[picture(a) for a in assets]), guidance_scale=spec.guidance_scale,
+        preset="fast", generator=generators,
+    )
     meshes = [to_eval_mesh(decode_latent_mesh(xm, latent, grid_size=32)) for latent in latents]
     classifier = build_classifier(per_proportion=1)
     kinds = [classifier.classify(mesh)[0] for mesh in meshes]

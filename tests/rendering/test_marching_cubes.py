@@ -6,7 +6,7 @@ import torch
 from shap_e.rendering.marching_cubes import marching_cubes
 from shap_e.rendering.mc_table import triangle_table
 
-# Cube edge -> its two corners (dx, dy, dz), in the numbering of SPEC §5.6 step 5.
+# Cube edge -> its two corners (dx, dy, dz), in the numbering of docs/behaviour.md#marching-cubes.
 _EDGE_CORNERS = [(0, 1), (2, 3), (4, 5), (6, 7), (0, 2), (1, 3), (4, 6), (5, 7), (0, 4), (1, 5), (2, 6), (3, 7)]
 
 

@@ -1,4 +1,4 @@
-"""NeRF sampling and integration (SPEC §5.5): analytic cases, sampler properties, RNG order."""
+"""NeRF sampling and integration (docs/behaviour.md#nerf-rendering): analytic cases, sampler properties, RNG order."""
 import math
 
 import torch

@@ -1,4 +1,5 @@
-"""STF mesh extraction pieces (SPEC §5.6): grid order, padding, vertex placement, colour transfer."""
+"""STF mesh extraction pieces (docs/behaviour.md#stf-meshes): grid order, padding, vertex placement,
+colour transfer."""
 import pytest
 import torch
 
@@ -52,7 +53,7 @@ def test_mesh_vertices_are_placed_on_the_padded_grid_stretched_over_the_box():
     meshes, mask = meshes_from_fields(fields, BOX)
     assert mask.tolist() == [True]
     radii = meshes[0].verts.norm(dim=-1)
-    # The sampled sphere of radius 0.6 comes out shrunk by (G - 1) / (G + 1) (SPEC §5.6 step 4).
+    # The sampled sphere of radius 0.6 comes out shrunk by (G - 1) / (G + 1) (docs/behaviour.md#stf-meshes).
     expected = 0.6 * (grid - 1) / (grid + 1)
     assert abs(radii.mean().item() - expected) < 0.01
     assert abs(radii.mean().item() - 0.6) > 0.04

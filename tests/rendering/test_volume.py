@@ -1,4 +1,4 @@
-"""Ray / box intersection (SPEC §5.3) against hand-computed cases and golden f."""
+"""Ray / box intersection (docs/behaviour.md#render-volume) against hand-computed cases and golden f."""
 import torch
 
 from shap_e.rendering.cameras import ProjectiveCamera, create_pan_cameras

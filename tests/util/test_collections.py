@@ -7,7 +7,7 @@ import torch
 from shap_e.util.collections import AttrDict
 
 
-def test_items_are_attributes_and_missing_ones_raise_attribute_error():
+def test_items_are_attributes_and_missing_ones_raise_attribute_error_not_none():
     d = AttrDict(a=1)
     d.b = 2
     assert d["b"] == 2 and d.a == 1
@@ -44,19 +44,28 @@ def test_map_applies_to_leaves_with_their_keys():
     assert mapped.n.label == "keep" and torch.equal(d.x, torch.ones(2))
 
 
-def test_combine_pairs_leaves_and_refuses_different_keys():
+def test_combine_pairs_leaves_over_the_union_of_keys_with_none_for_a_missing_side():
     a = AttrDict({"x": 1, "n": {"y": 2}})
     b = AttrDict({"x": 10, "n": {"y": 20}})
     assert a.combine(b, lambda u, v: u + v).dumpable() == {"x": 11, "n": {"y": 22}}
-    with pytest.raises(ValueError, match="same keys"):
-        a.combine(AttrDict(x=1), lambda u, v: u)
+    pairs = AttrDict({"x": 1, "only_a": 2}).combine({"only_b": 3, "x": 4}, lambda u, v: (u, v))
+    assert list(pairs) == ["x", "only_a", "only_b"]
+    assert pairs.dumpable() == {"x": (1, 4), "only_a": (2, None), "only_b": (None, 3)}
+    with pytest.raises(ValueError, match="nested"):
+        a.combine(AttrDict(x=1, n=5), lambda u, v: u)
 
 
-def test_dumpable_gives_plain_dicts_and_handles_private_keys():
-    d = AttrDict({"a": {"b": [AttrDict(c=1)]}, "__hidden": 2})
+def test_dumpable_gives_plain_dicts_without_private_keys_or_with_their_repr():
+    d = AttrDict({"a": {"b": [AttrDict(c=1)], "_inner": 1}, "_hidden": [2]})
     plain = d.dumpable()
     assert plain == {"a": {"b": [{"c": 1}]}} and type(plain["a"]) is dict
-    assert d.dumpable(strip=False)["_hidden"] == 2
+    assert d.dumpable(strip=False) == {"a": {"b": [{"c": 1}]}, "_hidden": "[2]"}
+
+
+def test_equality_ignores_key_order_like_a_dict():
+    assert AttrDict(a=1, b=2) == AttrDict(b=2, a=1) == {"a": 1, "b": 2}
+    assert not AttrDict(a=1, b=2) != AttrDict(b=2, a=1)
+    assert AttrDict(a=1) != AttrDict(a=2) and AttrDict(a=1) != [("a", 1)]
 
 
 def test_pickles_round_trip():

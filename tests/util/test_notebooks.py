@@ -1,4 +1,5 @@
-"""Notebook helpers (SPEC §6.1-6.3) with a Transmitter built from golden f's config and weights."""
+"""Notebook helpers (docs/behaviour.md#notebook-helpers) with a Transmitter built from golden f's config and
+weights."""
 import base64
 import io
 import os
@@ -49,7 +50,7 @@ def test_decode_latent_mesh_matches_golden_mesh_and_ply_bytes(xm_latent):
     buffer = io.BytesIO()
     mesh.tri_mesh().write_ply(buffer)
     ours_ply, theirs_ply = buffer.getvalue(), bytes(ref["ply_bytes"].numpy())
-    # Byte for byte on the AMD EPYC machines of earlier sessions; on Intel CPUs MKL rounds the field a few
+    # Byte for byte on the AMD EPYC CPUs the goldens came from; on Intel CPUs MKL rounds the field a few
     # ulps apart, so compare the header exactly and the values within the vertex tolerance above.
     header = b"end_header\n"
     assert ours_ply[: ours_ply.index(header)] == theirs_ply[: theirs_ply.index(header)]
@@ -89,7 +90,7 @@ def test_decode_latent_images_nerf_replays_the_golden_seeded_render(xm_latent):
     images = decode_latent_images(xm, latent, create_pan_cameras(32), rendering_mode="nerf")
     ours = np.stack([np.asarray(im) for im in images]).astype(int)
     theirs = f["outputs"]["decode_latent_images_nerf32_seed901"].numpy().astype(int)
-    # Equal on the AMD EPYC machines of earlier sessions; on Intel CPUs MKL's rounding may flip a level
+    # Equal on the AMD EPYC CPUs the goldens came from; on Intel CPUs MKL's rounding may flip a level
     # where a colour sits on an integer.
     assert np.abs(ours - theirs).max() <= 1
     assert (ours != theirs).mean() < 0.01

@@ -7,7 +7,7 @@ __all__ = ["timestep_embedding"]
 
 
 def timestep_embedding(timesteps: torch.Tensor, dim: int, max_period: int = 10000) -> torch.Tensor:
-    """Sinusoidal timestep embedding `[batch] -> [batch, dim]`, cosines first (SPEC §2.3).
+    """Sinusoidal timestep embedding `[batch] -> [batch, dim]`, cosines first (docs/behaviour.md#timestep-embedding).
 
     Fractional timesteps are allowed; an odd `dim` gets one trailing zero column.
     """

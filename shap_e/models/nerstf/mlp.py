@@ -1,4 +1,4 @@
-"""The NeRSTF field: one MLP whose first layers are generated from a latent (SPEC §5.2).
+"""The NeRSTF field: one MLP whose first layers are generated from a latent (docs/behaviour.md#nerstf-mlp).
 
 A point's raw output `o [12]` holds an SDF (`o[0]`), coarse and fine NeRF densities (`o[1]`,
 `o[2]`), the STF texture colour (`o[3:6]`) and coarse/fine NeRF colours (`o[6:9]`, `o[9:12]`).
@@ -9,8 +9,11 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 import torch
 import torch.nn as nn
 
-from shap_e.models.nn.encoding import encode_direction, encode_position, posenc_nerf
+from shap_e.models.nn.encoding import encode_position, maybe_encode_direction, posenc_nerf
+from shap_e.models.nn.ops import MetaLinear, swish
+from shap_e.models.stf.mlp import run_mlp
 from shap_e.rendering.fields import NeRSTFOutput
+from shap_e.util.config import skip_weight_init
 
 __all__ = ["HEADS", "NeRSTFOutput", "MetaLinear", "NeRSTFMLP"]
 
@@ -37,25 +40,6 @@ HEADS: Dict[str, Tuple[int, int, str]] = {
 N_OUTPUTS = 12
 
 _ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
-
-
-class MetaLinear(nn.Module):
-    """A linear layer whose weight comes from the latent; the stored weight is only a placeholder.
-
-    The checkpoint keeps `weight` as a persistent buffer (so `load_state_dict` is strict) but it is
-    replaced at inference by a per-sample `[batch, d_out, d_in]` weight; `bias` is a real parameter.
-    """
-
-    def __init__(self, d_in: int, d_out: int, device: Optional[torch.device] = None):
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(d_out, device=device))
-        self.register_buffer("weight", torch.zeros(d_out, d_in, device=device))
-
-    def forward(self, x: torch.Tensor, weight: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """`x [batch, n, d_in]`, `weight [batch, d_out, d_in]` (default: the buffer) -> `[batch, n, d_out]`."""
-        if weight is None:
-            weight = self.weight.expand(x.shape[0], -1, -1)
-        return torch.matmul(x, weight.transpose(1, 2)) + self.bias
 
 
 class NeRSTFMLP(nn.Module):
@@ -95,7 +79,12 @@ class NeRSTFMLP(nn.Module):
         layers = []
         for i, (d_in, d_out) in enumerate(zip(d_ins, d_outs)):
             if i < n_meta_layers:
-                layers.append(MetaLinear(d_in, d_out, device=device))
+                # The weight comes from the latent: a meta buffer (kept in the checkpoint); the bias is trained.
+                # Built without drawing random numbers, so that seeded training runs draw what they always
+                # drew (`_init_weights` sets every weight).
+                with skip_weight_init():
+                    layers.append(MetaLinear(d_in, d_out, meta_scale=False, meta_shift=False, meta_proj=True,
+                                             device=device))
             else:
                 layers.append(nn.Linear(d_in, d_out, device=device))
         self.mlp = nn.ModuleList(layers)
@@ -147,19 +136,13 @@ class NeRSTFMLP(nn.Module):
     def _forward(self, position, params, direction) -> torch.Tensor:
         """Raw outputs `[batch, n_points, 12]`."""
         if self.position_degrees == 15:
-            h = encode_position(position)
+            h = encode_position("nerf", position=position)
         else:
             h = posenc_nerf(position, 0, self.position_degrees)
-        last = len(self.mlp) - 1
-        for i, layer in enumerate(self.mlp):
-            if i < self.n_meta_layers:
-                h = layer(h, params.get(f"mlp.{i}.weight"))
-            elif i == self.insert_direction_at:
-                # Zero direction features are concatenated rather than folded away: dropping their
-                # weight columns changes the GEMM blocking (1e-8 at width 256) for a ~3% saving.
-                h = layer(torch.cat([h, encode_direction(position, direction)], dim=-1))
-            else:
-                h = layer(h)
-            if i < last:
-                h = h * torch.sigmoid(h)
-        return h
+
+        def direction_features() -> torch.Tensor:
+            # Zero direction features are concatenated rather than folded away: dropping their
+            # weight columns changes the GEMM blocking (1e-8 at width 256) for a ~3% saving.
+            return maybe_encode_direction("nerf", position=position, direction=direction)
+
+        return run_mlp(self.mlp, h, params, swish, self.insert_direction_at, direction_features)[0]

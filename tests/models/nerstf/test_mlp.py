@@ -99,3 +99,20 @@ def test_bad_heads_and_positions_raise_clear_errors(golden_mlp):
         mlp.query(torch.zeros(4, 3), params)
     with pytest.raises(ValueError, match="insert_direction_at"):
         NeRSTFMLP(d_hidden=8, n_meta_layers=5, insert_direction_at=4)
+
+
+def test_building_the_mlp_draws_only_its_own_initialisation():
+    """Seeded training runs build their model first: the latent-generated (meta) layers must draw
+    nothing, the ordinary linears their default initialisation, then `_init_weights` one normal per
+    weight of each layer, so that a recipe's runs stay what they were."""
+    from shap_e.models.nerstf.mlp import NeRSTFMLP
+
+    torch.manual_seed(0)
+    mlp = NeRSTFMLP(d_hidden=8, position_degrees=2)
+    after_build = torch.rand(4)
+    torch.manual_seed(0)
+    for layer in mlp.mlp[mlp.n_meta_layers:]:
+        torch.nn.Linear(layer.in_features, layer.out_features)
+    for layer in mlp.mlp:
+        torch.empty_like(layer.weight).normal_()
+    assert torch.equal(torch.rand(4), after_build)

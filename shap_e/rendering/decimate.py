@@ -1,0 +1,75 @@
+"""Lighter meshes: quadric edge-collapse decimation to a face budget, keeping vertex colours.
+
+Marching cubes at grid 128 gives tens of thousands of faces for shapes a few thousand describe.
+`decimate` collapses edges with the quadric error metric (Garland & Heckbert 1997, through the
+`fast-simplification` package) until at most `max_faces` remain; each kept vertex takes the mean of
+the vertex channels (colours) of the vertices collapsed into it.
+"""
+from typing import Dict, Optional
+
+import numpy as np
+
+from shap_e.rendering.mesh import TriMesh
+
+__all__ = ["check_max_faces", "decimate"]
+
+_ATTEMPTS = 4
+
+
+def check_max_faces(max_faces: Optional[int], name: str = "max_faces") -> None:
+    """None (keep every face) or an int >= 4; a ValueError names `name` otherwise."""
+    if max_faces is None:
+        return
+    if isinstance(max_faces, bool) or not isinstance(max_faces, (int, np.integer)) or max_faces < 4:
+        raise ValueError(f"{name} must be an integer of at least 4 (or None to keep every face), got {max_faces!r}")
+
+
+def decimate(mesh: TriMesh, max_faces: Optional[int]) -> TriMesh:
+    """`mesh` with at most `max_faces` faces (the mesh itself when it has no more, or when None).
+
+    Vertex channels are averaged over the vertices collapsed into each kept vertex; face channels
+    and normals are dropped (they no longer match the faces).
+    """
+    check_max_faces(max_faces)
+    if max_faces is None or len(mesh.faces) <= max_faces:
+        return mesh
+    simplify = _import_simplification()
+    verts = np.asarray(mesh.verts, dtype=np.float64)
+    faces = np.asarray(mesh.faces, dtype=np.int64)
+    budget = max_faces
+    for _ in range(_ATTEMPTS):
+        reduction = 1.0 - budget / len(faces)
+        new_verts, new_faces, collapses = simplify.simplify(verts, faces, target_reduction=reduction,
+                                                            return_collapses=True)
+        if len(new_faces) <= max_faces:
+            break
+        # The collapses overshoot the target by a few faces: ask for proportionally fewer.
+        budget = max(1, int(budget * max_faces / len(new_faces)) - 1)
+    else:
+        raise RuntimeError(f"decimation kept {len(new_faces)} faces after {_ATTEMPTS} attempts at max_faces={max_faces}")
+    _, _, mapping = simplify.replay_simplification(verts, faces, collapses)
+    return TriMesh(
+        verts=new_verts.astype(np.float32),
+        faces=np.asarray(new_faces, dtype=np.int64),
+        vertex_channels=_averaged(mesh.vertex_channels, np.asarray(mapping), len(new_verts)),
+    )
+
+
+def _averaged(channels: Optional[Dict[str, np.ndarray]], mapping: np.ndarray, n: int) -> Optional[Dict[str, np.ndarray]]:
+    if not channels:
+        return None
+    counts = np.bincount(mapping, minlength=n).astype(np.float64)
+    counts[counts == 0] = 1
+    return {
+        name: (np.bincount(mapping, weights=np.asarray(values, dtype=np.float64), minlength=n) / counts).astype(
+            np.asarray(values).dtype)
+        for name, values in channels.items()
+    }
+
+
+def _import_simplification():
+    try:
+        import fast_simplification
+    except ImportError as e:
+        raise ImportError("max_faces needs fast-simplification: pip install fast-simplification") from e
+    return fast_simplification
