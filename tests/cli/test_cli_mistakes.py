@@ -123,13 +123,22 @@ def test_decode_encode_and_render_work_offline_without_model(capsys, tmp_path):
     code, err = run(["decode", "new/latent.pt", "-o", "mesh", "--grid-size", "16"], capsys)
     assert code == 0 and "model: transmitter-small (fits a latent of 4096 numbers)" in err, err
     assert trimesh.load(tmp_path / "mesh" / "mesh.glb", force="mesh").vertices.shape[1] == 3
-    code, err = run(["render", "new/latent.pt", "-o", "newdir/turn.gif", "--size", "32", "--views", "4"], capsys)
-    assert code == 0, err
-    with Image.open(tmp_path / "newdir" / "turn.gif") as gif:
-        assert gif.n_frames == 4 and np.asarray(gif.convert("RGB")).mean() > 10  # not a black turntable
+    for mode in ("stf", "nerf"):
+        gif_path = tmp_path / "newdir" / f"{mode}.gif"
+        code, err = run(["render", "new/latent.pt", "-o", str(gif_path), "--size", "32", "--views", "4",
+                         "--render-mode", mode], capsys)
+        assert code == 0, err
+        with Image.open(gif_path) as gif:
+            assert gif.n_frames == 4 and np.asarray(gif.convert("RGB")).mean() > 10  # not a black turntable
 
 
-def test_nerf_turntables_of_a_model_without_nerf_heads_are_refused_naming_stf(capsys, tmp_path):
+def test_nerf_turntables_of_a_model_without_nerf_heads_are_refused_naming_stf(capsys, tmp_path, monkeypatch):
+    import dataclasses
+
+    from shap_e.models import registry
+
+    spec = registry.MODELS["transmitter-small"]
+    monkeypatch.setitem(registry.MODELS, "transmitter-small", dataclasses.replace(spec, render_modes=("stf",)))
     torch.save(torch.zeros(4096), tmp_path / "latent.pt")
     code, err = run(["render", "latent.pt", "-o", "t.gif", "--render-mode", "nerf", "--size", "16"], capsys)
     assert code == 2 and "transmitter-small has no trained NeRF heads" in one_error_line(err)

@@ -13,9 +13,17 @@ def diffusion(d):
     return diffusion_from_config(d["config"]["diffusion"])
 
 
-def _sample(model, diffusion, emb, guidance=3.0, steps=4, sigma_min=1e-3, sigma_max=160.0, s_churn=0.0, **kwargs):
-    return sample_latents(len(emb), model, diffusion, dict(embeddings=emb), guidance, True, False, True, steps,
-                          sigma_min, sigma_max, s_churn, generator=torch.Generator().manual_seed(0), **kwargs)
+def _call(batch_size, model, diffusion, model_kwargs, guidance, steps=2, sigma_min=1e-3, sigma_max=160.0,
+          s_churn=0.0, clip_denoised=True, **kwargs):
+    """`sample_latents` with the official notebooks' Karras settings (keyword-only, as the official API)."""
+    return sample_latents(batch_size=batch_size, model=model, diffusion=diffusion, model_kwargs=model_kwargs,
+                          guidance_scale=guidance, clip_denoised=clip_denoised, use_fp16=False, use_karras=True,
+                          karras_steps=steps, sigma_min=sigma_min, sigma_max=sigma_max, s_churn=s_churn, **kwargs)
+
+
+def _sample(model, diffusion, emb, guidance=3.0, steps=4, **kwargs):
+    return _call(len(emb), model, diffusion, dict(embeddings=emb), guidance, steps=steps,
+                 generator=torch.Generator().manual_seed(0), **kwargs)
 
 
 @pytest.mark.parametrize("guidance", [float("nan"), float("inf"), -float("inf"), 1e30])
@@ -44,7 +52,7 @@ def test_texts_must_be_strings():
     model = load_model("text-small")
     diffusion = diffusion_from_config(load_config("diffusion-small"))
     with pytest.raises(InvalidArgumentError, match=r"model_kwargs\['texts'\] must be a list of strings.*None"):
-        sample_latents(1, model, diffusion, dict(texts=[None]), 3.0, True, False, True, 2, 1e-3, 160, 0)
+        _call(1, model, diffusion, dict(texts=[None]), 3.0)
 
 
 def test_a_small_prior_refuses_the_official_diffusion_and_samples_with_its_own():
@@ -53,12 +61,11 @@ def test_a_small_prior_refuses_the_official_diffusion_and_samples_with_its_own()
     from shap_e.models.download import load_config, load_model
 
     model = load_model("text-small")
-    args = (1, model)
-    tail = (dict(texts=["a red cube"]), 3.0, True, False, True, 2, 1e-3, 160, 0)
+    texts = dict(texts=["a red cube"])
     with pytest.raises(InvalidArgumentError, match=r"trained with the 'diffusion-small' diffusion \(cosine schedule, "
                                                    r"v prediction\).*load_config\('diffusion-small'\)"):
-        sample_latents(*args, diffusion_from_config(load_config("diffusion")), *tail)
-    latents = sample_latents(*args, diffusion_from_config(load_config("diffusion-small")), *tail)
+        _call(1, model, diffusion_from_config(load_config("diffusion")), texts, 3.0)
+    latents = _call(1, model, diffusion_from_config(load_config("diffusion-small")), texts, 3.0)
     assert latents.shape == (1, model.d_latent) and torch.isfinite(latents).all()
 
 
@@ -74,4 +81,4 @@ class _Exploding(torch.nn.Module):
 def test_a_non_finite_sample_is_an_error_not_a_result(diffusion):
     with pytest.raises(NonFiniteError, match="the sampled latents holds 8 NaN or infinite values of 8; lower "
                                              "guidance_scale"):
-        sample_latents(1, _Exploding(), diffusion, {}, 1.0, False, False, True, 2, 1e-3, 160, 0)
+        _call(1, _Exploding(), diffusion, {}, 1.0, clip_denoised=False)

@@ -24,16 +24,30 @@ def xm_and_latent(tmp_path_factory):
     return xm, encode(asset, xm, generator=torch.Generator().manual_seed(0))
 
 
-def test_transmitter_small_refuses_nerf_views_naming_stf_and_its_stf_views_are_visible(xm_and_latent):
-    xm, latent = xm_and_latent
-    assert xm.registry_spec.render_modes == ("stf",)
-    cameras = turntable_cameras(32, 4, torch.device("cpu"))
+def test_a_model_without_trained_nerf_heads_refuses_nerf_views_naming_stf(xm_and_latent, monkeypatch):
+    import dataclasses
+
+    from shap_e.models import registry
+
+    _, latent = xm_and_latent
+    spec = registry.MODELS["transmitter-small"]
+    monkeypatch.setitem(registry.MODELS, "transmitter-small", dataclasses.replace(spec, render_modes=("stf",)))
+    xm = load_model("transmitter-small")
+    cameras = turntable_cameras(16, 2, torch.device("cpu"))
     with pytest.raises(InvalidArgumentError, match=r"^transmitter-small has no trained NeRF heads .*render it with "
                                                    r"stf \(rendering_mode='stf'"):
         decode_latent_images(xm, latent, cameras, rendering_mode="nerf")
-    frames = decode_latent_images(xm, latent, cameras, rendering_mode="stf")
+    assert len(decode_latent_images(xm, latent, cameras, rendering_mode="stf")) == 2
+
+
+@pytest.mark.parametrize("mode", ["stf", "nerf"])
+def test_the_bundled_transmitter_renders_visible_turntables_in_both_modes(xm_and_latent, mode):
+    xm, latent = xm_and_latent
+    assert mode in xm.registry_spec.render_modes
+    frames = decode_latent_images(xm, latent, turntable_cameras(32, 4, torch.device("cpu")), rendering_mode=mode,
+                                  generator=torch.Generator().manual_seed(0))
     levels = [np.asarray(frame).mean() for frame in frames]
-    assert min(levels) > 10, levels  # the object covers part of every frame (blank frames are ~0)
+    assert min(levels) > 10, levels  # the object covers part of every frame (a black frame is ~0)
 
 
 def test_non_finite_latents_are_refused_and_half_precision_is_cast(xm_and_latent):
