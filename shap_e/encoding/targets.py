@@ -18,6 +18,9 @@ from shap_e.encoding.assets import AssetMesh
 from shap_e.encoding.point_cloud import sample_surface
 
 
+PROGRESS_PAIRS = 1e8  # point-triangle pairs of an inside test from which it shows a progress bar
+
+
 @dataclass
 class AssetTargets:
     sdf_points: torch.Tensor  # [n_sdf, 3]
@@ -34,7 +37,7 @@ def winding_number(
     ~1 inside a closed, outward-wound mesh, ~0 outside. Van Oosterom-Strackee solid angles in
     float32 (plenty for an inside test at 0.5), `budget` point-triangle pairs at a time: 2^17 keeps
     each temporary near 1.5 MB, in a core's cache (2^21, 24 MB each, took 1.8x as long).
-    `progress`: a tqdm bar on stderr when there are over 10^8 pairs (seconds of work or more).
+    `progress`: a tqdm bar on stderr when there are over `PROGRESS_PAIRS` pairs (seconds of work or more).
     """
     if budget < 1:
         raise ValueError(f"budget={budget} must be at least 1 (point-triangle pairs per block)")
@@ -42,7 +45,7 @@ def winding_number(
     a0, b0, c0 = tri[:, 0], tri[:, 1], tri[:, 2]
     chunk = max(1, budget // len(faces))
     out = []
-    show = progress and len(points) * len(faces) > 1e8
+    show = progress and len(points) * len(faces) > PROGRESS_PAIRS
     for start in tqdm(range(0, len(points), chunk), desc="inside test", unit=" blocks", disable=not show):
         p = points[start:start + chunk, None].float()  # [p, 1, 3]
         a, b, c = a0 - p, b0 - p, c0 - p  # [p, F, 3]

@@ -3,7 +3,8 @@ may type (good ones kept small so that a run takes a second, and mistakes: NaN, 
 negative and malformed numbers, empty, Unicode and very long strings, missing, unwritable and
 file-instead-of-folder paths).
 
-`Inputs` names the files a command line may refer to; `command_lines(inputs)` draws argv lists.
+`Inputs` names the files a command line may refer to; `COMMANDS[name](inputs)` draws the argv lists
+of one subcommand, `QUOTAS[name]` of them per run.
 """
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence
@@ -15,10 +16,10 @@ BAD_INTS = ["-1", "0", "-7", "10000000", "99999999999999999999", "92233720368547
             "", " 3", "1e3"]
 BAD_FLOATS = ["nan", "inf", "-inf", "1e30", "-1e30", "-5", "0", "", "abc", "1e-320", "NaN"]
 BAD_STRINGS = ["", " ", "\t\n", "x" * 300, "é" * 200, "🟥" * 50, "../..", "-", "--", "a\nb"]
-# One command line in six is written with care (every value good, so it runs: about a second each),
-# the others may hold mistakes (refused in milliseconds, when nothing is wrong they run too): drawn
-# per command line through this shared flag.
-MISTAKES = st.shared(st.sampled_from([True] * 5 + [False]), key="mistakes")
+# One command line in eight is written with care (every value good, so it runs: about a second
+# each), the others may hold mistakes (refused in milliseconds; when none was drawn they run too):
+# drawn per command line through this shared flag.
+MISTAKES = st.shared(st.sampled_from([True] * 7 + [False]), key="mistakes")
 PROMPTS = ["a red cube", "a blue ball", "un cubo rojo", "一个红色的立方体", "🟥🧊", "A Red Cube!", "a green torus"]
 
 
@@ -33,11 +34,6 @@ class Inputs:
     configs: Dict[str, str]  # training configs: bad_yaml, not_mapping, unknown_keys, missing_data
     dataset: str  # a folder written by `shap-e dataset`
     cache: str
-
-
-def pick(weighted: Dict[str, int]) -> st.SearchStrategy:
-    """One of the keys, drawn with the given integer weights."""
-    return st.sampled_from([key for key, weight in weighted.items() for _ in range(weight)])
 
 
 def option(name: str, good: st.SearchStrategy, bad: Sequence[str] = (), omit: int = 6, good_weight: int = 3,
@@ -94,7 +90,7 @@ def sampling_options(inputs: Inputs, kind: str) -> st.SearchStrategy:
         option("--dtype", st.sampled_from(["float32", "bfloat16"]), ["float16", "int8"], omit=10),
         option("--format", st.sampled_from(["ply", "glb", "obj", "glb,ply,obj", " PLY , glb "]),
                ["fbx", "", ",", "ply,fbx"], omit=0, good_weight=6),
-        flag("--texture", 1, 30),  # a 1024-texel texture bake takes seconds
+        flag("--texture", 1, 60),  # a 1024-texel texture bake takes seconds
         grid,
         option("--vertex-placement", st.sampled_from(["reference", "sampled"]), ["middle"]),
         flag("--gif", 1, 6),
@@ -158,7 +154,7 @@ def decode_command(inputs: Inputs) -> st.SearchStrategy:
     parts = [option("-o", output_paths("dir"), omit=0),
              option("--format", st.sampled_from(["ply", "glb", "obj,glb"]), ["fbx", ""], omit=2),
              option("--grid-size", st.integers(8, 16), BAD_INTS + ["4096"], omit=0, good_weight=8),
-             flag("--texture", 1, 30),
+             flag("--texture", 1, 60),
              option("--vertex-placement", st.sampled_from(["reference", "sampled"]), ["x"]),
              *model_options(inputs, ["transmitter-small"])]
     return st.tuples(latent_argument(inputs), *parts).map(lambda t: ["decode", t[0], *_join(*t[1:])])
@@ -174,22 +170,29 @@ def render_command(inputs: Inputs) -> st.SearchStrategy:
     return st.tuples(latent_argument(inputs), *parts).map(lambda t: ["render", t[0], *_join(*t[1:])])
 
 
-def registry_commands(inputs: Inputs) -> st.SearchStrategy:
+def models_command(inputs: Inputs) -> st.SearchStrategy:
+    cache = option("--cache-dir", st.sampled_from([inputs.cache, "newcache"]), ["blocker", "/proc/shap_e_fuzz"])
+    return cache.map(lambda c: ["models", *c])
+
+
+def download_command(inputs: Inputs) -> st.SearchStrategy:
     names = either(st.lists(st.sampled_from(["diffusion", "text-small"]), min_size=1, max_size=2),
                    st.lists(st.sampled_from(["diffusion", "text-small", "nope", "offline-model", "transmitter", ""]),
                             min_size=1, max_size=3))
     cache = option("--cache-dir", st.sampled_from([inputs.cache, "newcache"]), ["blocker", "/proc/shap_e_fuzz"])
-    download = st.tuples(names, cache, flag("--redownload")).map(lambda t: ["download", *t[0], *t[1], *t[2]])
-    return st.one_of(cache.map(lambda c: ["models", *c]), download)
+    return st.tuples(names, cache, flag("--redownload")).map(lambda t: ["download", *t[0], *t[1], *t[2]])
 
 
-def data_commands(inputs: Inputs) -> st.SearchStrategy:
-    dataset = st.tuples(
+def dataset_command(inputs: Inputs) -> st.SearchStrategy:
+    return st.tuples(
         output_paths("dir"), option("--n", st.integers(1, 2), BAD_INTS, omit=0, good_weight=6),
         option("--split", st.sampled_from(["train", "heldout_pairs", "heldout_paraphrases"]), ["test", ""]),
         option("--seed", st.integers(0, 3), BAD_INTS), flag("--random-yaw"),
     ).map(lambda t: ["dataset", t[0], *_join(*t[1:])])
-    latents = st.tuples(
+
+
+def latents_command(inputs: Inputs) -> st.SearchStrategy:
+    return st.tuples(
         either(st.just(inputs.dataset), st.sampled_from(["missing_data", "exists_dir", inputs.assets["box"]])),
         option("-o", output_paths("safetensors"), omit=0),
         option("--stage", st.sampled_from(["text", "image"]), ["both"], omit=0, good_weight=6),
@@ -205,7 +208,6 @@ def data_commands(inputs: Inputs) -> st.SearchStrategy:
         option("--partial-captions", st.sampled_from(["0", "0.5"]), BAD_FLOATS),
         option("--text-layers", st.sampled_from(["0", "0,6"]), ["7", "a,b", "0,0", ""]),
     ).map(lambda t: ["latents", t[0], *_join(*t[1:])])
-    return st.one_of(dataset, latents)
 
 
 def train_command(inputs: Inputs) -> st.SearchStrategy:
@@ -247,13 +249,10 @@ def eval_command(inputs: Inputs) -> st.SearchStrategy:
 
 COMMANDS: Dict[str, Callable[[Inputs], st.SearchStrategy]] = {
     "text": text_command, "image": image_command, "encode": encode_command, "decode": decode_command,
-    "render": render_command, "registry": registry_commands, "data": data_commands, "train": train_command,
-    "eval": eval_command,
+    "render": render_command, "models": models_command, "download": download_command, "dataset": dataset_command,
+    "latents": latents_command, "train": train_command, "eval": eval_command,
 }
-WEIGHTS = {"text": 22, "image": 10, "encode": 10, "decode": 14, "render": 12, "registry": 8, "data": 8, "train": 10,
-           "eval": 4}
-
-
-def command_lines(inputs: Inputs) -> st.SearchStrategy:
-    """A `shap-e` argv: a subcommand drawn by WEIGHTS, then its arguments."""
-    return pick(WEIGHTS).flatmap(lambda name: COMMANDS[name](inputs))
+# Command lines drawn per subcommand (520 in all): every subcommand is covered in every run, and the
+# commands whose successful runs take seconds (eval, latents) are drawn less.
+QUOTAS = {"text": 110, "image": 45, "encode": 45, "decode": 65, "render": 55, "models": 15, "download": 25,
+          "dataset": 35, "latents": 35, "train": 70, "eval": 20}

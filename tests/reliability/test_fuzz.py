@@ -29,9 +29,9 @@ from shap_e.cli import main  # noqa: E402
 from shap_e.models import registry  # noqa: E402
 from shap_e.util.atomic import TEMP_PREFIX  # noqa: E402
 
-from .fuzz_commands import Inputs, command_lines  # noqa: E402
+from .fuzz_commands import COMMANDS, QUOTAS, Inputs  # noqa: E402
 
-INVOCATIONS = int(os.environ.get("SHAP_E_FUZZ_INVOCATIONS", "520"))  # a longer hunt: raise it
+SCALE = float(os.environ.get("SHAP_E_FUZZ_SCALE", "1"))  # a longer hunt: raise it (0.1 for a quick look)
 
 
 def _closed_port() -> int:
@@ -168,31 +168,40 @@ def check_run(folder: Path, code: int, err: str, argv) -> None:
 
 @pytest.mark.slow
 def test_every_command_line_exits_0_with_valid_outputs_or_2_with_one_line(inputs, offline, tmp_path):
-    statuses, commands = Counter(), Counter()
+    import resource
+
+    statuses, commands, seconds = Counter(), Counter(), Counter()
     home = os.getcwd()
 
-    @settings(max_examples=INVOCATIONS, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
-    @given(argv=command_lines(inputs))
-    def fuzz(argv):
+    def run(argv):
         folder = tmp_path / f"run{sum(statuses.values())}"
         folder.mkdir()
         (folder / "exists_file").write_text("kept")
         (folder / "exists_dir").mkdir()
         (folder / "blocker").write_text("a file where a folder is expected")
         os.chdir(folder)
+        started = resource.getrusage(resource.RUSAGE_SELF)
         try:
             code, err = invoke(argv)
         finally:
             os.chdir(home)
+        ended = resource.getrusage(resource.RUSAGE_SELF)
         statuses[code] += 1
         commands[argv[0]] += 1
+        seconds[f"{argv[0]}:{code}"] += ended.ru_utime + ended.ru_stime - started.ru_utime - started.ru_stime
         check_run(folder, code, err, argv)
 
-    fuzz()
+    for name, quota in QUOTAS.items():
+        @settings(max_examples=max(1, round(quota * SCALE)), deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(argv=COMMANDS[name](inputs))
+        def fuzz(argv):
+            run(argv)
+
+        fuzz()
     total = sum(statuses.values())
     print(f"fuzz: {total} invocations, exit 0: {statuses[0]}, exit 2: {statuses[2]}, by command: "
-          f"{dict(sorted(commands.items()))}", file=sys.stderr)
-    assert total >= min(500, INVOCATIONS) and set(statuses) <= {0, 2}
-    assert INVOCATIONS < 500 or statuses[0] >= 50 and set(commands) == {"text", "image", "encode", "decode", "render", "models",
-                                                   "download", "dataset", "latents", "train", "eval"}
+          f"{dict(sorted(commands.items()))}; CPU seconds by command and status: "
+          f"{ {k: round(v, 1) for k, v in sorted(seconds.items())} }", file=sys.stderr)
+    assert set(statuses) <= {0, 2} and set(commands) == set(QUOTAS)
+    assert total >= round(sum(QUOTAS.values()) * SCALE) and (SCALE < 1 or total >= 500 and statuses[0] >= 50)
