@@ -7,6 +7,7 @@ can show the command line that writes them.
 """
 import argparse
 import shlex
+import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,8 +29,8 @@ from shap_e.cli.generate import (
     load_pipeline,
     plan_generation,
     read_image,
-    slug,
 )
+from shap_e.cli.samples import slug
 
 __all__ = ["CliBackend"]
 
@@ -69,15 +70,17 @@ class CliBackend:
         raise ValueError(f"no text model available here decodes with {transmitter!r}")
 
     def check(self, request: SampleRequest) -> None:
-        with _user_errors():
-            plan_generation(self._parse(self._sample_argv(request, Path("out"))))
+        with _user_errors(), tempfile.TemporaryDirectory(prefix="shap_e_check_") as scratch:
+            plan_generation(self._parse(self._sample_argv(request, Path(scratch))))
 
     def generate(self, request: SampleRequest, output: Path, on_step: StepCallback) -> Outcome:
         with _user_errors():
             args = self._parse(self._sample_argv(request, output))
             plan = plan_generation(args)
+            total = len(plan.jobs)
             folders = generate_all(self._pipeline(plan.model), plan, plan.jobs, self.device, args,
-                                   callback=lambda info: on_step(info["i"] + 1, info["steps"]))
+                                   callback=lambda info: on_step(info["sample"] * info["steps"] + info["i"] + 1,
+                                                                 total * info["steps"]))
         return Outcome(folders, _command(self._sample_argv(request, output, shown=True)), plan.notes)
 
     def encode(self, request: EncodeRequest, output: Path) -> Outcome:
@@ -116,7 +119,7 @@ class CliBackend:
 
     def _decode_argv(self, request: EncodeRequest, output: Path, shown: bool = False) -> List[str]:
         return ["decode", "--model", request.model, "--grid-size", str(request.grid_size), *OUTPUTS,
-                "-o", "out" if shown else str(output / slug(request.asset.name)), "--",
+                "-o", "out" if shown else str(output / (slug(request.asset.name) or "asset")), "--",
                 "latent.pt" if shown else str(output / "latent.pt")]
 
     def _parse(self, argv: List[str]):

@@ -1,13 +1,16 @@
 """`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json.
 
-`plan_generation` and `generate_all` are the command's two halves (check and read the inputs; sample
-and write); the web app (`shap-e app`) runs the same two with its models loaded once.
+Everything the user gave is checked, and the output folders planned, before any model is loaded
+(`plan_generation`); then `generate_all` samples and writes. The web app (`shap-e app`) runs the
+same two with its models loaded once. Each sample is drawn alone from its own seed (`--batch N`
+draws seeds seed .. seed + N - 1 one after another), so sample i of a batch is bit for bit the
+sample of seed + i drawn alone.
 """
-import re
+import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import torch
 
@@ -19,38 +22,55 @@ from shap_e.cli.common import (
     add_init_latent_option,
     add_init_strength_option,
     add_sample_output_options,
+    check_guidance,
     check_sample_output,
+    check_seed,
     choose_model,
-    load_latent,
     parse_formats,
     pick_device,
+    prepare_output_folder,
     resolve_guidance_max_sigma,
     resolve_init_strength,
     say,
     write_sample,
 )
-from shap_e.diffusion.presets import PRESETS
+from shap_e.cli.samples import Job, existing_state, plan_folders
+from shap_e.diffusion.presets import PRESETS, SamplingPreset
+from shap_e.util.checks import check_int, shorten
 from shap_e.util.distributed import process_group, rank_share
 
 SAMPLERS = ("heun", "euler", "euler_ancestral", "dpmpp_2m")
 SMALL = {"text": "text-small", "image": "image-small"}
 OFFICIAL = {"text": "text300M", "image": "image300M"}
 DEFAULT_GUIDANCE = {"text": 15.0, "image": 3.0}
+MAX_BATCH = 10_000  # samples per prompt
 StepCallback = Optional[Callable[[Dict[str, Any]], None]]
+
+
+@dataclass
+class Sample:
+    """One sample still to draw: its job (prompt or picture), folder and request (what meta.json records;
+    a folder holding the same request is kept), and whether it replaces another sample's folder."""
+
+    job: Job
+    folder: Path
+    request: Dict[str, Any]
+    replace: bool = False
 
 
 @dataclass
 class Plan:
     """What one `shap-e text`/`image` call draws, read and checked before any model is loaded.
 
-    `jobs`: (label, model_kwargs) per prompt or picture, each drawn `--batch` times; `notes`: lines
-    for the user (prompt words the model never saw); `init_latent`: the `--init-latent` `[d_latent]`.
+    `jobs`: the samples still to draw; `notes`: lines for the user (prompt words the model never
+    saw); `init_latent`: the `--init-latent` `[d_latent]`, if any.
     """
 
-    jobs: List[Tuple[str, Dict[str, Any]]]
-    formats: List[str]
+    jobs: List[Sample]
     model: str
-    notes: List[str]
+    decoder: str
+    settings: SamplingPreset
+    notes: List[str] = field(default_factory=list)
     init_latent: Optional[torch.Tensor] = None
 
 
@@ -69,8 +89,11 @@ def add_commands(commands) -> None:
 
 def add_sampling_options(parser, kind: str) -> None:
     parser.add_argument("-o", "--output", default="out", help="output folder (one sub-folder per sample)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace sample folders that hold another request (default: refuse; a folder holding "
+                             "the same request is kept, so a re-run resumes an interrupted one)")
     parser.add_argument("--model", help=f"registry name (default: {OFFICIAL[kind]} if cached, else {SMALL[kind]})")
-    parser.add_argument("--batch", type=int, default=1, help="samples per prompt")
+    parser.add_argument("--batch", type=int, default=1, help=f"samples per prompt (at most {MAX_BATCH})")
     parser.add_argument("--seed", type=int, default=0, help="sample i uses seed + i")
     parser.add_argument("--preset", choices=sorted(PRESETS),
                         help="sampler settings: default = 64 Heun steps (official), fast = DPM-Solver++(2M) "
@@ -88,68 +111,145 @@ def add_sampling_options(parser, kind: str) -> None:
 
 
 def read_prompts(args) -> List[str]:
+    if args.prompts and args.prompt is not None:
+        raise CliError("give a prompt or --prompts FILE, not both")
     if args.prompts:
         path = Path(args.prompts)
         if not path.is_file():
-            raise CliError(f"--prompts file {str(path)!r} does not exist")
-        prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    else:
-        prompts = [args.prompt.strip()] if args.prompt and args.prompt.strip() else []
-    if not prompts:
+            raise CliError(f"--prompts file {shorten(str(path))!r} does not exist")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise CliError(f"--prompts file {shorten(str(path))!r} is not UTF-8 text (one prompt per line)") from None
+        prompts = [line.strip() for line in text.splitlines() if line.strip()]
+        if not prompts:
+            raise CliError(f"--prompts file {shorten(str(path))!r} holds no prompt (one per line)")
+        return prompts
+    prompt = (args.prompt or "").strip()
+    if not prompt:
         raise CliError("the prompt is empty; pass a description such as 'a red chair'")
-    return prompts
+    return [prompt]
 
 
 def read_image(path: str):
     """The picture at `path` as an RGB PIL image; transparent pixels become white, the background
     the bundled image prior was trained on."""
-    from PIL import UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
 
     from shap_e.util.image_util import load_image, remove_alpha
 
     try:
         return remove_alpha(load_image(path), mode="white").convert("RGB")
-    except FileNotFoundError as e:
-        raise CliError(f"image {path!r} does not exist") from e
-    except (UnidentifiedImageError, OSError) as e:
-        raise CliError(f"{path!r} is not an image Pillow can read") from e
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        raise CliError(f"image {shorten(path)!r} does not exist") from e
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as e:
+        raise CliError(f"{shorten(path)!r} is not an image Pillow can read") from e
 
 
 def validate(args) -> None:
-    if args.batch < 1:
-        raise CliError("--batch must be at least 1")
-    if args.steps is not None and args.steps < 2:
-        raise CliError("--steps must be at least 2")
+    """Every option that needs no model, checked before anything is loaded."""
+    from shap_e.diffusion.checks import MAX_STEPS
+
+    check_int(args.batch, "--batch", 1, MAX_BATCH)
+    check_seed(args.seed, args.batch)
+    if args.steps is not None:
+        check_int(args.steps, "--steps", 2, MAX_STEPS)
+    if args.guidance is not None:
+        check_guidance(args.guidance)
     check_sample_output(args)
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "sample"
+def read_jobs(args) -> List[Job]:
+    if args.kind == "text":
+        return [Job(p, p, {"texts": [p]}) for p in read_prompts(args)]
+    image = read_image(args.image)
+    digest = hashlib.sha256(image.tobytes()).hexdigest()
+    return [Job(Path(args.image).name, digest, {"images": [image]})]
 
 
 def run_generate(args) -> None:
     plan = plan_generation(args)
     for note in plan.notes:
         say(note)
-    with process_group():  # under torchrun: every rank loads the models, then draws its share of the jobs
+    if not plan.jobs:
+        say("nothing to generate: every sample is already in the output folder")
+        return
+    with process_group():  # under torchrun: every rank loads the models, then draws its share of the samples
         device = pick_device(args.device)
-        models = load_pipeline(plan.model, device, args.cache_dir)
+        models = load_pipeline(plan.model, device, args.cache_dir, plan.decoder)
         generate_all(models, plan, rank_share(plan.jobs), device, args)
 
 
 def plan_generation(args) -> Plan:
-    """Check `args`, read the prompts or the picture and the start latent, and choose the model."""
+    """Check `args`, read the prompts or the picture and the start latent, choose the models and plan
+    the sample folders (those that already hold their sample are kept and left out of the plan)."""
+    from shap_e.diffusion.presets import resolve_preset
+    from shap_e.models.registry import get_spec
+    from shap_e.util.tensor_files import load_latent
+
     validate(args)
     formats = parse_formats(args.format)
-    if args.kind == "text":
-        jobs = [(p, {"texts": [p] * args.batch}) for p in read_prompts(args)]
-    else:
-        image = read_image(args.image)
-        jobs = [(Path(args.image).name, {"images": [image] * args.batch})]
+    jobs = read_jobs(args)
     init_latent = load_latent(args.init_latent) if args.init_latent else None
-    name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
-    notes = unseen_word_notes(name, [label for label, _ in jobs]) if args.kind == "text" else []
-    return Plan(jobs, formats, name, notes, init_latent)
+    name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir, kind=args.kind)
+    spec = get_spec(name)
+    decoder = pick_decoder(name, args.cache_dir)
+    if args.gif or args.mp4:
+        from shap_e.models.decode import check_render_mode_of
+
+        check_render_mode_of(get_spec(decoder), args.render_mode)
+    settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
+    request = {
+        "model": name, "decoder": decoder, "preset": settings.name, "sampler": settings.sampler,
+        "steps": settings.karras_steps,
+        "guidance": args.guidance if args.guidance is not None else spec.guidance_scale or DEFAULT_GUIDANCE[args.kind],
+        "guidance_max_sigma": resolve_guidance_max_sigma(args.guidance_max_sigma, spec.guidance_max_sigma),
+        "init_strength": resolve_init_strength(args.init_strength, spec.init_strength, None, name,
+                                               from_latent=init_latent is not None),
+        **(_init_latent_record(args.init_latent, init_latent) if init_latent is not None else {}),
+        "dtype": args.dtype, "grid_size": args.grid_size, "vertex_placement": args.vertex_placement,
+        "formats": formats, "texture": args.texture, "gif": args.gif, "mp4": args.mp4,
+        "render_mode": args.render_mode if args.gif or args.mp4 else None,
+        "render_size": args.render_size if args.gif or args.mp4 else None,
+    }
+    notes = unseen_word_notes(name, [job.label for job in jobs]) if args.kind == "text" else []
+    return Plan(plan_samples(jobs, request, args), name, decoder, settings, notes, init_latent)
+
+
+def _init_latent_record(path: str, latent: torch.Tensor) -> Dict[str, Any]:
+    """What meta.json records of `--init-latent`: its file name and the sha256 of its numbers."""
+    digest = hashlib.sha256(latent.detach().cpu().float().numpy().tobytes()).hexdigest()
+    return {"init_latent": Path(path).name, "init_latent_sha256": digest}
+
+
+def plan_samples(jobs: List[Job], request: Dict[str, Any], args) -> List[Sample]:
+    """Every sample still to write; says which are kept."""
+    output = prepare_output_folder(args.output)
+    seeds = list(range(args.seed, args.seed + args.batch))
+    label_field = "prompt" if args.kind == "text" else "image"
+    samples = []
+    for job in plan_folders(jobs, output, seeds, label_field):
+        for seed in seeds:
+            folder = output / f"{job.folder_stem}_seed{seed}"
+            sample_request = {label_field: job.label, **({"image_sha256": job.key} if args.kind == "image" else {}),
+                              "seed": seed, **request}
+            state = existing_state(folder, sample_request, args.overwrite)
+            if state == "kept":
+                say(f"kept {folder} (it already holds this sample)")
+            else:
+                samples.append(Sample(job, folder, sample_request, replace=state == "replace"))
+    return samples
+
+
+def pick_decoder(name: str, cache_dir) -> str:
+    """The prior's first decoder whose weights are cached, else its last (downloaded on load)."""
+    from shap_e.models.cache import weights_cached
+    from shap_e.models.registry import get_spec
+
+    spec = get_spec(name)
+    if not spec.decoders:
+        raise CliError(f"model {name!r} is not a prior (its registry entry names no decoders)")
+    return next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
 
 
 def unseen_word_notes(name: str, prompts: List[str]) -> List[str]:
@@ -164,83 +264,69 @@ def unseen_word_notes(name: str, prompts: List[str]) -> List[str]:
     for prompt in prompts:
         unseen = sorted(words(prompt) - vocabulary)
         if unseen:
-            notes.append(f"note: {name} never saw {', '.join(unseen)} in training (prompt {prompt!r}); it knows "
+            listed = ", ".join(unseen[:8]) + (f" and {len(unseen) - 8} more" if len(unseen) > 8 else "")
+            notes.append(f"note: {name} never saw {listed} in training (prompt {shorten(prompt)!r}); it knows "
                          "twelve object kinds and twelve colours, see model_cards/text-small.md")
     return notes
 
 
-def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
+def load_pipeline(name: str, device: torch.device, cache_dir, decoder: Optional[str] = None) -> Dict[str, Any]:
+    """The prior `name`, its `decoder` (default: `pick_decoder`) and its diffusion, loaded on `device`."""
     from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-    from shap_e.models.download import load_config, load_model, weights_cached
+    from shap_e.models.download import load_config, load_model
     from shap_e.models.registry import get_spec
 
-    spec = get_spec(name)
-    if not spec.decoders:
-        raise CliError(f"model {name!r} is not a prior (its registry entry names no decoders)")
-    # The first decoder whose weights are cached, else the last (downloaded on load).
-    decoder = next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
+    decoder = decoder or pick_decoder(name, cache_dir)
     t0 = time.perf_counter()
     prior = load_model(name, device=device, cache_dir=cache_dir)
     xm = load_model(decoder, device=device, cache_dir=cache_dir)
-    diffusion = diffusion_from_config(load_config(spec.diffusion))
+    diffusion = diffusion_from_config(load_config(get_spec(name).diffusion))
     say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
-    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder, "guidance_scale": spec.guidance_scale,
-            "guidance_max_sigma": spec.guidance_max_sigma, "init_strength": spec.init_strength}
+    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder}
 
 
-def generate_all(models, plan: Plan, jobs: Iterable[Tuple[str, Dict[str, Any]]], device, args,
+def generate_all(models, plan: Plan, samples: Iterable[Sample], device, args,
                  callback: StepCallback = None) -> List[Path]:
-    """Fill in the model's recommended settings left open in `args`, then draw and write every job;
-    returns the sample folders. `callback` sees every sampler step (see `sample_latents`)."""
-    if args.guidance is None:
-        args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
-    args.guidance_max_sigma = resolve_guidance_max_sigma(args.guidance_max_sigma, models["guidance_max_sigma"])
-    args.init_strength = resolve_init_strength(args.init_strength, models["init_strength"], models["prior"],
-                                               plan.model, from_latent=plan.init_latent is not None)
-    return [folder for label, model_kwargs in jobs
-            for folder in generate_one(models, plan, label, model_kwargs, device, args, callback)]
+    """Draw and write every sample of `samples` (from `plan.jobs`); returns their folders. `callback`
+    sees every sampler step of every sample (see `sample_latents`) with `sample` (its index) added."""
+    first = plan.jobs[0].request if plan.jobs else None
+    if first is not None:
+        resolve_init_strength(first["init_strength"], None, models["prior"], plan.model,
+                              from_latent=plan.init_latent is not None)
+    folders = []
+    for index, sample in enumerate(samples):
+        step = None if callback is None else (lambda info, i=index: callback({**info, "sample": i}))
+        generate_one(models, plan, sample, device, args, step)
+        folders.append(sample.folder)
+    return folders
 
 
-def sampling_start(prior, plan: Plan, model_kwargs: Dict[str, Any], args) -> Dict[str, Any]:
+def sampling_start(prior, plan: Plan, sample: Sample) -> Dict[str, Any]:
     """`sample_latents` keyword arguments for where sampling starts: `--init-latent` at
     `--init-strength`, else the prior's own regressed latent, else noise (`{}`)."""
     from shap_e.diffusion.sample import regression_start
 
+    strength = sample.request["init_strength"]
     if plan.init_latent is not None:
-        return {"init_latent": plan.init_latent, "strength": args.init_strength}
-    return regression_start(prior, args.batch, model_kwargs, args.init_strength)
+        return {"init_latent": plan.init_latent, "strength": strength}
+    return regression_start(prior, 1, sample.job.conditions, strength)
 
 
-def generate_one(models, plan: Plan, label, model_kwargs, device, args, callback: StepCallback = None) -> List[Path]:
-    from shap_e.diffusion.presets import resolve_preset
+def generate_one(models, plan: Plan, sample: Sample, device, args, callback: StepCallback = None) -> None:
+    """Draw the sample of `sample.request["seed"]` alone and write its folder."""
     from shap_e.diffusion.sample import sample_latents
 
-    settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
-    generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
+    request, settings = sample.request, plan.settings
     t0 = time.perf_counter()
-    latents = sample_latents(
-        batch_size=args.batch, model=models["prior"], diffusion=models["diffusion"],
-        model_kwargs=model_kwargs, guidance_scale=args.guidance, clip_denoised=True, use_fp16=False,
-        use_karras=True, karras_steps=settings.karras_steps, sigma_min=settings.sigma_min,
-        sigma_max=settings.sigma_max, s_churn=settings.s_churn, device=device, progress=True,
-        sampler=settings.sampler, generator=generators, dtype=DTYPES.get(args.dtype),
-        guidance_max_sigma=args.guidance_max_sigma, callback=callback,
-        **sampling_start(models["prior"], plan, model_kwargs, args),
-    )
-    sample_seconds = time.perf_counter() - t0
-    folders = []
-    for i, latent in enumerate(latents):
-        meta = {
-            "prompt" if args.kind == "text" else "image": label, "model": plan.model, "decoder": models["decoder"],
-            "seed": args.seed + i, "preset": settings.name, "sampler": settings.sampler,
-            "steps": settings.karras_steps, "guidance": args.guidance, "guidance_max_sigma": args.guidance_max_sigma,
-            "init_strength": args.init_strength,
-            **({"init_latent": Path(args.init_latent).name} if plan.init_latent is not None else {}),
-            "grid_size": args.grid_size, "package_version": __version__,
-            "seconds": {"sampling_batch": round(sample_seconds, 3)},
-        }
-        folder = Path(args.output) / f"{slug(label)}_seed{args.seed + i}"
-        write_sample(models["xm"], latent, folder, plan.formats, meta, args)
-        say(f"wrote {folder}")
-        folders.append(folder)
-    return folders
+    latent = sample_latents(
+        batch_size=1, model=models["prior"], diffusion=models["diffusion"], model_kwargs=sample.job.conditions,
+        guidance_scale=request["guidance"], clip_denoised=True, use_fp16=False, use_karras=True,
+        karras_steps=settings.karras_steps, sigma_min=settings.sigma_min, sigma_max=settings.sigma_max,
+        s_churn=settings.s_churn, device=device, progress=True, sampler=settings.sampler,
+        generator=[torch.Generator().manual_seed(request["seed"])], dtype=DTYPES.get(args.dtype),
+        guidance_max_sigma=request["guidance_max_sigma"], callback=callback,
+        **sampling_start(models["prior"], plan, sample),
+    )[0]
+    meta = {**request, "package_version": __version__, "seconds": {"sampling": round(time.perf_counter() - t0, 3)}}
+    write_sample(models["xm"], latent, sample.folder, meta, args, overwrite=sample.replace)
+    say(f"wrote {sample.folder}")

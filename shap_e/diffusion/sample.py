@@ -6,10 +6,19 @@ from typing import Any, Callable, Dict, Optional, Union
 
 import torch
 
+from shap_e.diffusion.checks import (
+    check_diffusion_matches,
+    check_sample_memory,
+    check_sampled,
+    check_sampling_numbers,
+    check_texts,
+)
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, karras_sigmas
 from shap_e.diffusion.noise import GeneratorArg, check_generator, model_device, randn
 from shap_e.diffusion.presets import SamplingPreset, check_guidance_max_sigma, resolve_preset
+from shap_e.util.config import resolve_device
+from shap_e.util.errors import InvalidArgumentError
 from shap_e.util.precision import native_bf16
 
 __all__ = ["check_strength", "regression_start", "sample_latents", "uncond_guide_model"]
@@ -80,6 +89,9 @@ def sample_latents(
     sampler, use_karras, karras_steps = settings.sampler, settings.use_karras, settings.karras_steps
     sigma_min, sigma_max, s_churn = settings.sigma_min, settings.sigma_max, settings.s_churn
     model_kwargs = dict(model_kwargs or {})
+    check_sampling_numbers(guidance_scale, karras_steps, sigma_min, sigma_max, s_churn, use_karras, strength)
+    check_texts(model_kwargs)
+    check_diffusion_matches(model, diffusion)
     guided = guidance_scale not in (0.0, 1.0)
     _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps, s_churn, sampler,
               generator, init_latent, strength, legacy_guidance)
@@ -90,7 +102,8 @@ def sample_latents(
         raise ValueError("callback needs use_karras=True: the DDPM path reports no steps")
     if device is None:
         device = model_device(model)
-    device = torch.device(device)
+    device = resolve_device(device)
+    check_sample_memory(batch_size, model.d_latent, device)
     compute_dtype = _resolve_dtype(dtype, use_fp16, device)
     with torch.inference_mode():
         if hasattr(model, "cached_model_kwargs"):
@@ -101,8 +114,8 @@ def sample_latents(
         model_fn = _autocast(model, device, compute_dtype)
         shape = (batch_size, model.d_latent)
         if not use_karras:
-            return _ddpm(model_fn, diffusion, shape, model_kwargs, guidance_scale if guided else None,
-                         clip_denoised, device, progress, generator, legacy_guidance)
+            return check_sampled(_ddpm(model_fn, diffusion, shape, model_kwargs, guidance_scale if guided else None,
+                                       clip_denoised, device, progress, generator, legacy_guidance), guidance_scale)
         sigmas = karras_sigmas(karras_steps, sigma_min, sigma_max, device=device)
         if init_latent is None:
             x = randn(shape, generator, device=device) * sigma_max
@@ -117,7 +130,7 @@ def sample_latents(
         if callback is not None:
             options["callback"] = _with_step_count(callback, len(sigmas) - 1)
         x = SAMPLERS[sampler](denoiser, x, sigmas, generator=generator, progress=progress, **options)
-        return diffusion.unscale_channels(x)
+        return check_sampled(diffusion.unscale_channels(x), guidance_scale)
 
 
 def _with_step_count(callback: Callable[[Dict[str, Any]], None], steps: int) -> Callable[[Dict[str, Any]], None]:
@@ -130,9 +143,9 @@ def _with_step_count(callback: Callable[[Dict[str, Any]], None], steps: int) -> 
 
 
 def check_strength(strength: float, name: str = "strength") -> None:
-    """Raise a ValueError naming `name` unless the SDEdit `strength` is in (0, 1]."""
-    if not 0 < strength <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {strength}")
+    """Raise an InvalidArgumentError naming `name` unless the SDEdit `strength` is a number in (0, 1]."""
+    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not 0 < strength <= 1:
+        raise InvalidArgumentError(f"{name} must be in (0, 1], got {strength!r}")
 
 
 def regression_start(

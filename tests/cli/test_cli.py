@@ -114,7 +114,7 @@ def test_encode_command_refines_on_request(tiny_models, tmp_path, capsys):
     plain, refined = (torch.load(tmp_path / f"{n}.pt", weights_only=True) for n in ("plain", "refined"))
     assert plain.shape == refined.shape and not torch.equal(plain, refined)
     assert main(base + ["-o", str(tmp_path / "x.pt"), "--refine-steps", "-2"]) == 2
-    assert "--refine-steps must be at least 0" in capsys.readouterr().err
+    assert "--refine-steps must be an integer in [0, 100000], got -2" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

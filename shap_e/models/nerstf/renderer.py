@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 import torch
+from tqdm.auto import tqdm
 
 from shap_e.util.collections import AttrDict
 from shap_e.util.config import check_keys
@@ -170,6 +171,7 @@ class NeRSTFRenderer(RayRenderer):
         mesh_mode: str = "fast",
         query_dtype: Optional[torch.dtype] = None,
         vertex_placement: str = "reference",
+        progress: bool = False,
     ) -> List[TorchMesh]:
         """One mesh per batch element of `params`, with linear `R, G, B` vertex colours
         (docs/behaviour.md#vertex-colours-and-shading).
@@ -184,14 +186,16 @@ class NeRSTFRenderer(RayRenderer):
             grid stretched over the box (the mesh shrinks by (G - 1) / (G + 1)); "sampled" places
             them where the field was sampled, the true zero level set
             (`shap_e.rendering.stf.meshes_from_fields`).
+        progress: count the field queries on a tqdm bar on stderr (for large grids).
         """
         grid_size = self.grid_size if grid_size is None else grid_size
         _check_grid_size(grid_size)
         _check_mesh_mode(mesh_mode)
         check_vertex_placement(vertex_placement)
-        return self._extract(
-            self.mlp_params(params), grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement
-        )[1]
+        with tqdm(desc=f"decoding (grid {grid_size})", unit=" points", unit_scale=True, disable=not progress) as bar:
+            return self._extract(
+                self.mlp_params(params), grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement, bar
+            )[1]
 
     def field(
         self,
@@ -202,10 +206,12 @@ class NeRSTFRenderer(RayRenderer):
         """The field of `params` (from `bottleneck_to_params`) as a `shap_e.rendering.fields.FieldFn`."""
         return self._field(self.mlp_params(params), query_batch_size, query_dtype)
 
-    def _field(self, mlp_params: Dict[str, torch.Tensor], chunk: int, dtype: Optional[torch.dtype] = None):
+    def _field(self, mlp_params: Dict[str, torch.Tensor], chunk: int, dtype: Optional[torch.dtype] = None,
+               bar: Optional[tqdm] = None):
         """The field as a `FieldFn`, evaluated at most `chunk` points per batch element at a time.
 
         dtype: None (float32) or a float type to autocast the MLP to (heads come back as float32).
+        bar: a progress bar advanced by the number of points of each query.
         """
         if chunk < 1:
             raise ValueError(f"query_batch_size must be positive, got {chunk}")
@@ -222,14 +228,17 @@ class NeRSTFRenderer(RayRenderer):
             for start in range(0, position.shape[1], chunk):
                 part = None if direction is None else direction[:, start:start + chunk]
                 parts.append(query(position[:, start:start + chunk], part, heads))
+                if bar is not None:
+                    bar.update(position[:, start:start + chunk].shape[:2].numel())
             if len(parts) == 1:
                 return parts[0]
             return NeRSTFOutput(**{h: torch.cat([getattr(p, h) for p in parts], dim=1) for h in heads})
 
         return field
 
-    def _extract(self, mlp_params, grid_size: int, chunk: int, mesh_mode: str, dtype=None, placement="reference"):
-        field = self._field(mlp_params, chunk, dtype)
+    def _extract(self, mlp_params, grid_size: int, chunk: int, mesh_mode: str, dtype=None, placement="reference",
+                 bar: Optional[tqdm] = None):
+        field = self._field(mlp_params, chunk, dtype, bar)
         weight = next(iter(mlp_params.values()))
         return extract_meshes(field, weight.shape[0], grid_size, self.box.to(weight.device), chunk, mesh_mode, placement)
 
