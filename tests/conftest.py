@@ -83,6 +83,18 @@ def golden_text_prior(golden):
 
 
 @pytest.fixture(scope="session")
+def golden_renderer(golden):
+    """Golden f's `NeRSTFRenderer` with its weights (shared: do not modify it)."""
+    from shap_e.models.nerstf.renderer import build_renderer
+
+    f = golden("f")
+    renderer = build_renderer(f["config"]["transmitter"]["renderer"])
+    prefix = "renderer."
+    renderer.load_state_dict({k[len(prefix):]: v for k, v in f["state_dict"].items() if k.startswith(prefix)}, strict=True)
+    return renderer
+
+
+@pytest.fixture(scope="session")
 def points_only_transmitter(golden):
     """`config(inner_batch_size=256)`: a fresh copy of the golden transmitter config reading points
     alone, like transmitter-small (no views to render)."""

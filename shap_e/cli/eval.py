@@ -60,14 +60,20 @@ def add_commands(commands) -> None:
 
 
 def _validate(args) -> None:
-    if args.n < 1:
-        raise CliError(f"-n must be at least 1, got {args.n}")
-    if args.grid_size < 8 or args.resolution < 8:
-        raise CliError("--grid-size and --resolution must be at least 8")
-    if args.steps < 2 or args.batch < 1:
-        raise CliError("--steps must be at least 2 and --batch at least 1")
-    if args.refine_steps < 0:
-        raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
+    from shap_e.cli.common import check_guidance, check_seed
+    from shap_e.diffusion.checks import MAX_STEPS
+    from shap_e.models.decode import check_mesh_memory
+    from shap_e.util.checks import check_int
+
+    check_int(args.n, "-n", 1, 100_000)
+    check_mesh_memory(args.grid_size, "--grid-size")
+    check_int(args.resolution, "--resolution", 8, 1024)
+    check_int(args.steps, "--steps", 2, MAX_STEPS)
+    check_int(args.batch, "--batch", 1, 10_000)
+    check_int(args.refine_steps, "--refine-steps", 0, 100_000)
+    check_seed(args.seed, args.n)
+    if args.guidance is not None:
+        check_guidance(args.guidance)
     if args.output and not args.output.lower().endswith(".json"):
         raise CliError(f"--output must end in .json, got {args.output!r}")
     if args.task == "classifier" and args.references != "ground-truth" and not args.decoder:

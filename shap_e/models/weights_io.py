@@ -1,6 +1,6 @@
 """Weights into a built model without a second copy in memory, and the decoder part of a transmitter.
 
-A checkpoint is read memory-mapped (`torch.load(mmap=True)`, and `.safetensors` files are mapped
+A checkpoint is read memory-mapped (`torch.load(mmap=True)` in `shap_e.util.tensor_files`, and `.safetensors` files are mapped
 by their reader), so its tensors occupy memory only as the model touches them; `assign_state` then
 makes those tensors the model's own (`load_state_dict(assign=True)`) instead of copying them into
 freshly allocated parameters. A model built under `shap_e.util.config.skip_weight_init` never
@@ -10,29 +10,14 @@ A `Transmitter` checkpoint holds a whole `ChannelsDecoder`: its `encoder.params_
 `renderer.*` entries (docs/behaviour.md, "Decoder"). `decoder_state` and `decoder_config` take that
 part, so decoding latents reads about half of the transmitter's weights.
 """
-import os
-from typing import Any, Dict, Mapping, Union
+from typing import Any, Dict, Mapping
 
 import torch
 import torch.nn as nn
 
-__all__ = ["assign_state", "decoder_config", "decoder_state", "read_torch_file"]
+__all__ = ["assign_state", "decoder_config", "decoder_state"]
 
 _PARAMS_PROJ = "encoder.params_proj."
-
-
-def read_torch_file(path: Union[str, os.PathLike], device: torch.device) -> Any:
-    """`torch.load(path, weights_only=True)`, memory-mapped when loading to the CPU.
-
-    Files in torch's legacy (pre-zip) format cannot be mapped; they are read whole.
-    """
-    if torch.device(device).type == "cpu":
-        try:
-            return torch.load(path, map_location=device, weights_only=True, mmap=True)
-        except RuntimeError as error:
-            if "mmap" not in str(error):
-                raise
-    return torch.load(path, map_location=device, weights_only=True)
 
 
 def assign_state(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:

@@ -6,7 +6,8 @@ import torch
 import torch.nn as nn
 
 from shap_e.models.configs import model_from_config
-from shap_e.models.weights_io import assign_state, decoder_config, decoder_state, read_torch_file
+from shap_e.models.weights_io import assign_state, decoder_config, decoder_state
+from shap_e.util.tensor_files import read_tensor_file
 
 PRIOR = {  # about 13 M parameters (52 MB): large enough that a second copy shows in the RSS
     "name": "SplitVectorDiffusion", "d_latent": 64 * 64, "latent_ctx": 64,
@@ -15,12 +16,12 @@ PRIOR = {  # about 13 M parameters (52 MB): large enough that a second copy show
 }
 
 
-def test_read_torch_file_reads_the_new_and_the_legacy_format(tmp_path):
+def test_checkpoints_in_the_new_and_the_legacy_torch_format_both_read(tmp_path):
     state = {"a": torch.randn(3, 4), "b": torch.arange(5)}
     torch.save(state, tmp_path / "new.pt")
     torch.save(state, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     for name in ("new.pt", "legacy.pt"):
-        read = read_torch_file(tmp_path / name, torch.device("cpu"))
+        read = read_tensor_file(tmp_path / name, "checkpoint", torch.device("cpu"))
         assert read.keys() == state.keys() and all(torch.equal(read[k], state[k]) for k in state)
 
 
