@@ -55,7 +55,7 @@ def load_decoder(
     config = load_config(name)
     if config.get("name") != "Transmitter":
         return load_model(name, device=device, cache_dir=cache_dir, progress=progress)
-    state = decoder_state(load_checkpoint(name, device, cache_dir, progress))
+    state = decoder_state(load_checkpoint(name, device, progress=progress, cache_dir=cache_dir))
     with skip_weight_init():  # every persistent tensor is assigned from the checkpoint below
         xm = model_from_config(decoder_config(config), device=device)
     load_state_dict_strict(xm, state, f"the decoder part of {name!r}", assign=True)

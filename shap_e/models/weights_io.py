@@ -49,11 +49,13 @@ def decoder_config(transmitter_config: Mapping[str, Any]) -> Dict[str, Any]:
     """The `ChannelsDecoder` config that decodes a `Transmitter` config's latents with its weights
     (`decoder_state`): its encoder's `d_latent` and `params_proj`, its renderer, and the latent
     tokens the renderer's meta weights take."""
+    from shap_e.models.configs import model_from_config
     from shap_e.models.transmitter.base import meta_param_shapes
 
     if transmitter_config.get("name") != "Transmitter":
         raise ValueError(f"decoder_config needs a Transmitter config, got name={transmitter_config.get('name')!r}")
     encoder, renderer = transmitter_config["encoder"], transmitter_config["renderer"]
-    latent_ctx = sum(shape[0] for shape in meta_param_shapes(renderer).values())
+    shapes = meta_param_shapes(model_from_config(dict(renderer), "meta"))  # a weightless copy gives the shapes
+    latent_ctx = sum(shape[0] for shape in shapes.values())
     return {"name": "ChannelsDecoder", "d_latent": encoder["d_latent"], "latent_ctx": latent_ctx,
             "params_proj": dict(encoder["params_proj"]), "renderer": renderer}

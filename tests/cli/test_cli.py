@@ -390,4 +390,4 @@ def test_a_decoder_that_cannot_be_fetched_fails_before_sampling(tiny_models, mon
             "-o", str(tiny_models / "out")]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "the decoder 'tiny-xm' is needed and not cached: could not download" in err and "Traceback" not in err
+    assert "the decoder 'tiny-xm' is needed and not cached: cannot download" in err and "Traceback" not in err
