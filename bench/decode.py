@@ -186,7 +186,7 @@ def stage_fn(name: str, kind: str, seed: int, device: torch.device) -> Callable[
     def run_views() -> Dict[str, Any]:
         generator = torch.Generator(device=device).manual_seed(seed)
         params = xm.bottleneck_to_params(latent[None])
-        out = xm.renderer.render_views(
+        out = xm.renderer.render_cameras(
             cameras, params, rendering_mode=mode, generator=generator, reference_queries=reference,
             query_dtype=dtype,
         )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU run behind bench/README.md's GPU table: the CUDA parity tests, then the whole benchmark
-# on `cuda`. Usage, from the repository root on a CUDA machine with the package's dependencies:
+# The GPU run behind bench/README.md's GPU table: the CUDA parity tests, the whole benchmark on
+# `cuda`, then the sampler stages at 1 and 4 samples per call with and without CUDA graphs. Usage, from the repository root on a CUDA machine with the package's dependencies:
 #   bash bench/gpu_check.sh [OUT_DIR]        (default bench/results/gpu)
 # Results: OUT_DIR/{gpu.txt,pytest.log,bench.log,<timestamp>.json,<timestamp>.md}.
 # Where the machine lacks packages, put their wheels in .devcarry/whl and importable folders in
@@ -29,3 +29,11 @@ timeout "${PYTEST_TIMEOUT:-180}" python3 -m pytest -q -p no:cacheprovider -k cud
 
 timeout "${BENCH_TIMEOUT:-420}" python3 -m bench --device cuda --threads "${BENCH_THREADS:-8}" \
     --timeout 150 --out-dir "$OUT_DIR" ${BENCH_ARGS:-} 2>&1 | tee "$OUT_DIR/bench.log"
+
+for samples in 1 4; do
+    for graph in "" "--cuda-graph"; do
+        timeout "${GRAPH_TIMEOUT:-300}" python3 -m bench --device cuda --threads "${BENCH_THREADS:-8}" --timeout 280 \
+            --stages sample_heun64,sample_fast --samples "$samples" $graph --out-dir "$OUT_DIR/graphs" \
+            2>&1 | tee -a "$OUT_DIR/graphs.log"
+    done
+done

@@ -42,7 +42,10 @@ def _notes(r: Dict[str, Any]) -> str:
         return f"**{r.get('status')}**: {r.get('reason', '')}".replace("|", "/")
     parts = [f"{k}={v}" for k, v in (r.get("info") or {}).items() if k not in ("flops", "dtype")]
     for key, value in (r.get("metrics") or {}).items():
-        if isinstance(value, dict):
+        if key == "phases":
+            parts.append("phases (wall s, CPU s, peak RSS MB): " + "; ".join(
+                f"{p['phase']} {p['wall_s']:.1f} / {p['cpu_s']:.1f} / {p['peak_rss_mb']:.0f}" for p in value))
+        elif isinstance(value, dict):
             parts += [f"{key}.{k}={v:.1f}" for k, v in value.items()]
         elif isinstance(value, float):
             parts.append(f"{key}={value:.3g}")
@@ -96,7 +99,18 @@ def markdown(doc: Dict[str, Any]) -> str:
             _fmt(r.get("cuda_peak_mb"), 0), _fmt(r.get("gflops"), 1),
             _fmt(None if frac is None else 100 * frac, 0), _notes(r),
         ]) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _peer_section(doc.get("peer"))
+
+
+def _peer_section(peer: Optional[Dict[str, Any]]) -> str:
+    """The peer comparison's table (`--peer diffusers`), or why it failed; nothing without one."""
+    if not peer:
+        return ""
+    if peer.get("status") == "error":
+        return f"\n## Peer: diffusers\n\n**error**: {peer.get('reason')}\n"
+    from bench.peer_diffusers import markdown as peer_markdown
+
+    return "\n## Peer: diffusers\n\n" + peer_markdown(peer)
 
 
 def write_report(doc: Dict[str, Any], out_dir: Path) -> Dict[str, Path]:

@@ -39,10 +39,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--fast-steps", type=int, default=FAST_STEPS, help="steps of the DPM-Solver++(2M) preset")
     p.add_argument("--samples", type=int, default=1,
                    help="latents drawn at once by the sampler stages (rows per evaluation: 2 per sample)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="the sampler stages replay the model from CUDA graphs (sample_latents(cuda_graph=True))")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="toy-sized models: tests the harness, numbers mean nothing")
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per stage before it is killed")
     p.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--peer", choices=("diffusers",),
+                   help="also run the peer comparison (bench/peer_diffusers.py: the same models in diffusers, beside "
+                        "ours in one process; needs the 'peer' extra); alone, it runs no other stage but matmul_peak")
     args = p.parse_args(argv)
     try:
         args.thread_counts = [int(t) for t in args.threads.split(",")]
@@ -59,7 +64,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def select_stages(p: argparse.ArgumentParser, args: argparse.Namespace) -> List[Stage]:
     """The stages to run, in registry order; `matmul_peak` always runs (it scales the others)."""
     if args.stages is None:
-        names = [s.name for s in STAGES if s.quick or not args.quick]
+        names = [] if args.peer else [s.name for s in STAGES if s.quick or not args.quick]
     else:
         names = [n.strip() for n in args.stages.split(",") if n.strip()]
         unknown = [n for n in names if n not in STAGE_BY_NAME]
@@ -108,14 +113,32 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             request = {
                 "stage": stage.name, "threads": threads, "device": args.device, "tiny": args.tiny,
                 "seed": args.seed, "fast_steps": args.fast_steps, "samples": args.samples,
+                "cuda_graph": args.cuda_graph,
                 "repeats": args.repeats or (1 if args.quick else stage.repeats),
                 "warmup": args.warmup if args.warmup is not None else (0 if args.quick else stage.warmup),
             }
             print(f"[bench] {stage.name} threads={threads} ...", file=sys.stderr, flush=True)
             doc["results"].append(run_in_subprocess(request, args.timeout))
+    if args.peer:
+        doc["peer"] = run_peer(args)
     doc["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     add_efficiency(doc["results"])
     return doc
+
+
+def run_peer(args: argparse.Namespace) -> Dict[str, Any]:
+    """`python -m bench.peer_diffusers` in its own process, at the first thread count; its result document."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "peer.json"
+        cmd = [sys.executable, "-m", "bench.peer_diffusers", "--threads", str(args.thread_counts[0]),
+               "--repeats", str(args.repeats or 3), "--warmup", str(1 if args.warmup is None else args.warmup),
+               "--out", str(out)]
+        print(f"[bench] peer {args.peer} ...", file=sys.stderr, flush=True)
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, timeout=args.timeout, capture_output=True, text=True,
+                              env=dict(os.environ, OMP_NUM_THREADS=str(args.thread_counts[0])))
+        if proc.returncode != 0 or not out.exists():
+            return {"status": "error", "reason": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+        return json.loads(out.read_text())
 
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Path]:

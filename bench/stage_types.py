@@ -16,6 +16,7 @@ class Context:
     seed: int = 0
     fast_steps: int = 16
     samples: int = 1  # latents the sampler stages draw at once
+    cuda_graph: bool = False  # the sampler stages replay the model from CUDA graphs (sample_latents(cuda_graph=))
 
 
 @dataclass

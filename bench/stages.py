@@ -12,6 +12,7 @@ import torch
 
 from bench.flops import text_model_flops
 from bench.measure import MATMUL_SIZE, matmul_gflops
+from bench.official_e2e import official_text_to_glb
 from bench.stage_types import Context, Prepared, Stage, StageUnavailable
 from bench.train_steps import SETUPS as TRAIN_STEP_SETUPS
 
@@ -175,27 +176,32 @@ def sample(sampler: str, fast: bool) -> Callable[[Context], Prepared]:
         steps = ctx.fast_steps if fast else 64
         dtype = bf16_dtype_for(ctx.device)
 
+        # Under CUDA graphs the model is compiled: no Python counter inside it.
+        sampled = model if ctx.cuda_graph else counted
+
         def run() -> torch.Tensor:
             counted.calls, counted.rows = 0, set()
             return sample_latents(
-                batch_size=ctx.samples, model=counted, diffusion=diffusion,
+                batch_size=ctx.samples, model=sampled, diffusion=diffusion,
                 model_kwargs={"embeddings": inputs["embeddings"][:1].expand(ctx.samples, -1)},
                 guidance_scale=GUIDANCE_SCALE, clip_denoised=True, use_fp16=False, use_karras=True,
                 karras_steps=steps, sigma_min=1e-3, sigma_max=160.0, s_churn=0.0, device=ctx.device,
                 sampler=sampler, generator=torch.Generator(device=ctx.device).manual_seed(ctx.seed),
-                dtype=dtype,
+                dtype=dtype, cuda_graph=ctx.cuda_graph,
             )
 
         def after(out: torch.Tensor) -> Dict[str, Any]:
             # rows per evaluation = 2 per sample when guidance runs as one batched call (cond + uncond)
             metrics = {"model_evals": counted.calls, "rows_per_eval": sorted(counted.rows),
                        "finite": bool(torch.isfinite(out).all())}
+            if ctx.cuda_graph:
+                metrics.update(model_evals=2 * steps - 1 if sampler == "heun" else steps, rows_per_eval=None)
             if ctx.device.type == "cuda":  # counted in one more run, after the timed ones
                 metrics["cuda_syncs_per_sample"] = count_cuda_syncs(run)
             return metrics
 
         info = {"dtype": str(dtype).replace("torch.", ""), "sampler": sampler, "steps": steps,
-                "guidance_scale": GUIDANCE_SCALE, "samples": ctx.samples}
+                "guidance_scale": GUIDANCE_SCALE, "samples": ctx.samples, "cuda_graph": ctx.cuda_graph}
         return Prepared(run, info, after)
 
     return setup
@@ -383,6 +389,10 @@ STAGES: List[Stage] = [
     Stage("nerf_20x64", "NeRF render, 20 views 64²", render_views("nerf", 64), count_flops=True),
     Stage("stf_20x128", "STF render, 20 views 128²", render_views("stf", 128), count_flops=True),
     Stage("small_text_to_glb", "small bundled models, text -> GLB", small_models, True),
+    Stage("official_text_to_glb", "text300M --preset fast -> GLB, random full-size checkpoints, per phase",
+          official_text_to_glb("float32"), repeats=1, warmup=0),
+    Stage("official_text_to_glb_int8", "the same with --precision int8", official_text_to_glb("int8"), repeats=1,
+          warmup=0),
     Stage("train_step_transmitter", "one step of recipes/transmitter-small.yaml (16 assets)",
           TRAIN_STEP_SETUPS["transmitter"], repeats=20, warmup=3),
     Stage("train_step_text", "one step of recipes/text-small.yaml (batch 32)", TRAIN_STEP_SETUPS["text"], repeats=20, warmup=3),

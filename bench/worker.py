@@ -1,7 +1,7 @@
 """Run one stage in this (fresh) process and write its result as JSON.
 
 Usage (by `bench.run`, not by hand): `python -m bench.worker '<json request>' <result path>`.
-The request has `stage, threads, device, repeats, warmup, tiny, seed, fast_steps, samples`.
+The request has `stage, threads, device, repeats, warmup, tiny, seed, fast_steps, samples, cuda_graph`.
 """
 import json
 import os
@@ -23,7 +23,7 @@ def run_stage(request: Dict[str, Any]) -> Dict[str, Any]:
     device = torch.device(request["device"])
     stage = STAGE_BY_NAME[request["stage"]]
     ctx = Context(device=device, tiny=request["tiny"], seed=request["seed"], fast_steps=request["fast_steps"],
-                  samples=request.get("samples", 1))
+                  samples=request.get("samples", 1), cuda_graph=request.get("cuda_graph", False))
     result: Dict[str, Any] = {"stage": stage.name, "description": stage.description,
                               "threads": request["threads"], "rss_baseline_mb": proc_status_mb("VmRSS")}
     try:

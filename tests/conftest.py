@@ -1,6 +1,7 @@
 """Shared test setup: one torch thread (2 shared cores are 10-30x slower with 2), golden data, and
 the pieces of the tiny stand-in models that tests register through $SHAP_E_REGISTRY/$SHAP_E_CLIP."""
 import copy
+import gc
 import hashlib
 import itertools
 import linecache
@@ -36,6 +37,61 @@ def golden():
         return cache[name]
 
     return get
+
+
+class PeakRss:
+    """Peak resident memory of this process since `start()`, from /proc (Linux)."""
+
+    @staticmethod
+    def _status_mb(key: str) -> float:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key + ":"))
+
+    def start(self) -> None:
+        self.baseline = self._status_mb("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:  # 5: reset the peak (VmHWM) to the current RSS
+            f.write("5")
+
+    def grown_mb(self) -> float:
+        return self._status_mb("VmHWM") - self.baseline
+
+    def held_mb(self) -> float:
+        """The RSS now above the RSS at `start`."""
+        return self._status_mb("VmRSS") - self.baseline
+
+
+@pytest.fixture
+def peak_rss() -> PeakRss:
+    """`start()`, then `grown_mb()` / `held_mb()`: how far the peak / current RSS rose above the RSS at
+    `start` (Linux only)."""
+    if not os.path.exists("/proc/self/clear_refs"):
+        pytest.skip("needs Linux's peak-RSS reset (/proc/self/clear_refs)")
+    gc.collect()
+    return PeakRss()
+
+
+@pytest.fixture(scope="session")
+def golden_text_prior(golden):
+    """`(model, a)`: golden file a's release-flag text prior (variant_A: width 64, 2 layers) with its
+    weights, in eval mode, and the file itself (inputs and outputs)."""
+    from shap_e.models.configs import model_from_config
+
+    a = golden("a")
+    model = model_from_config(a["config"]["variant_A"])
+    model.load_state_dict(a["state_dict"]["variant_A"])
+    return model.eval(), a
+
+
+@pytest.fixture(scope="session")
+def golden_renderer(golden):
+    """Golden f's `NeRSTFRenderer` with its weights (shared: do not modify it)."""
+    from shap_e.models.nerstf.renderer import build_renderer
+
+    f = golden("f")
+    renderer = build_renderer(f["config"]["transmitter"]["renderer"])
+    prefix = "renderer."
+    renderer.load_state_dict({k[len(prefix):]: v for k, v in f["state_dict"].items() if k.startswith(prefix)}, strict=True)
+    return renderer
 
 
 @pytest.fixture(scope="session")

@@ -92,6 +92,19 @@ def test_sample_latents_on_cuda_matches_cpu_given_the_same_cpu_generator(tiny_pr
     assert relative_error(latents["cuda"], latents["cpu"]) < 1e-4
 
 
+@pytest.mark.parametrize("sampler", ["heun", "dpmpp_2m"])
+def test_cuda_graph_sampling_matches_the_eager_sample(tiny_prior, sampler):
+    """`cuda_graph=True` replays the model call from CUDA graphs: same latents as eager within the
+    sampler tolerance of the CPU-vs-CUDA check above, for a sampler that keeps its previous output."""
+    _, cuda = tiny_prior
+    diffusion = diffusion_from_config(load_config("diffusion"))
+    emb = guided_step_inputs("cuda")[2][:1]
+    latents = [sample_latents(batch_size=1, model=cuda, diffusion=diffusion, model_kwargs={"embeddings": emb},
+                              guidance_scale=3.0, device=torch.device("cuda"), karras_steps=16, sampler=sampler,
+                              generator=torch.Generator().manual_seed(0), cuda_graph=graph) for graph in (False, True)]
+    assert relative_error(latents[1], latents[0]) < 1e-4
+
+
 def test_sampling_loop_on_cuda_never_waits_for_the_gpu(tiny_prior):
     """From the second model call to the end of `sample_latents`, no operation synchronises the
     host with the GPU (torch's sync debug mode raises on the first one)."""

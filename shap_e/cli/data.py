@@ -2,6 +2,11 @@
 from pathlib import Path
 
 from shap_e.cli.common import CliError, say
+from shap_e.util.checks import check_int
+from shap_e.util.memory import check_disk_space
+
+MAX_ASSETS = 999_999  # the files are numbered with six digits
+ASSET_BYTES = 24_000  # a procedural asset's PLY is about 19 kB
 
 
 def add_commands(commands) -> None:
@@ -59,8 +64,9 @@ def add_commands(commands) -> None:
 def run_dataset(args) -> None:
     from shap_e.data import SPLITS, write_dataset
 
-    if args.n < 1:
-        raise CliError(f"--n {args.n} must be at least 1")
+    check_int(args.n, "--n", 1, MAX_ASSETS)
+    check_disk_space(args.out, args.n * ASSET_BYTES, f"--n {args.n}", "write fewer assets or free some space")
+    check_int(args.seed, "--seed", 0, 2**63 - 1)
     if args.split not in SPLITS:
         raise CliError(f"--split {args.split!r} is unknown; valid: {', '.join(SPLITS)}")
     path = write_dataset(args.out, args.n, seed=args.seed, split=args.split, random_yaw=args.random_yaw)
@@ -72,13 +78,15 @@ def run_latents(args) -> None:
     from shap_e.train.latents import build_latent_dataset
     from shap_e.train.run import build_model, is_config_file, training_device
 
-    if args.refine_steps < 0:
-        raise CliError(f"--refine-steps must be at least 0, got {args.refine_steps}")
-    if args.workers < 1:
-        raise CliError(f"--workers must be at least 1, got {args.workers}")
+    check_int(args.refine_steps, "--refine-steps", 0, 100_000)
+    check_int(args.workers, "--workers", 1, 256)
+    check_int(args.per_asset, "--per-asset", 1, 1000)
+    check_int(args.image_size, "--image-size", 8, 1024)
+    check_int(args.seed, "--seed", 0, 2**63 - 1)
+    check_int(args.text_tokens, "--text-tokens", 0, 512)
     if args.text_tokens < 0 or (args.text_tokens and args.stage != "text"):
         raise CliError(f"--text-tokens {args.text_tokens}: give a positive count with --stage text, or leave it out")
-    if not 0.0 <= args.partial_captions <= 1.0 or (args.partial_captions and args.stage != "text"):
+    if not 0.0 <= args.partial_captions <= 1.0 or (args.partial_captions and args.stage != "text"):  # NaN too
         raise CliError(f"--partial-captions {args.partial_captions}: give a share between 0 and 1 with --stage text, "
                        "or leave it out")
     text_layers = None

@@ -90,8 +90,6 @@ def _eval_set(args):
         if args.n is not None:
             raise CliError(f"-n cannot be combined with --set: the {args.eval_set} set fixes {DRAW_SIZE} items a draw")
         return EVAL_SETS[args.eval_set]
-    if args.n is not None and args.n < 1:
-        raise CliError(f"-n must be at least 1, got {args.n}")
     return EvalSet(None, (args.seed or 0,), args.n or DRAW_SIZE)
 
 
@@ -115,6 +113,23 @@ def _settings(args, spec):
 
 
 def _validate(args) -> None:
+    from shap_e.cli.common import check_guidance, check_seed
+    from shap_e.diffusion.checks import MAX_STEPS
+    from shap_e.models.decode import check_mesh_memory
+    from shap_e.eval.sets import DRAW_SIZE
+    from shap_e.util.checks import check_int
+
+    if args.n is not None:
+        check_int(args.n, "-n", 1, 100_000)
+    check_mesh_memory(args.grid_size, "--grid-size")
+    check_int(args.resolution, "--resolution", 8, 1024)
+    check_int(args.steps, "--steps", 2, MAX_STEPS)
+    check_int(args.batch, "--batch", 1, 10_000)
+    check_int(args.refine_steps, "--refine-steps", 0, 100_000)
+    if args.seed is not None:
+        check_seed(args.seed, args.n or DRAW_SIZE)
+    if args.guidance is not None:
+        check_guidance(args.guidance)
     if args.output and not args.output.lower().endswith(".json"):
         raise CliError(f"--output must end in .json, got {args.output!r}")
     if args.task == "classifier" and args.references != "ground-truth" and not args.decoder:
@@ -137,10 +152,10 @@ def run_eval(args) -> None:
     from shap_e.eval import report, sets
     from shap_e.models.registry import get_spec
 
+    _validate(args)
     model_name = args.model or _default_model(args.task)
     eval_set = _eval_set(args)
     settings = _settings(args, get_spec(model_name) if args.task in ("text", "image") else None)
-    _validate(args)
     stem = _output_stem(args, model_name, eval_set)
     output = Path(args.output) if args.output else Path(args.out_dir) / f"{stem}.json"
     evaluate_draw, settings = _draw_evaluation(args, model_name, settings)

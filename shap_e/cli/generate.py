@@ -1,9 +1,21 @@
-"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json."""
-import json
-import re
+"""`shap-e text` and `shap-e image`: sample latents, then write meshes, turntables and meta.json.
+
+Everything the user gave is checked, and the output folders planned, before any model is loaded
+(`plan_generation`); then `generate_all` samples and writes. The web app (`shap-e app`) runs the
+same two with its models loaded once. Each sample is drawn alone from its own seed (`--batch N`
+draws seeds seed .. seed + N - 1 one after another), so sample i of a batch is bit for bit the
+sample of seed + i drawn alone.
+
+A command line keeps memory near the largest single model: the prompts or pictures are embedded
+first and CLIP is freed, the prior is freed after the last sample, and the decoder (only the
+decoding part of a transmitter) is loaded when the first latent is decoded.
+"""
+import gc
+import hashlib
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
@@ -12,23 +24,61 @@ from shap_e.cli.common import (
     CliError,
     DTYPES,
     add_guidance_max_sigma_option,
+    add_init_latent_option,
     add_init_strength_option,
-    add_vertex_placement_option,
-    atomic_directory,
+    add_sample_output_options,
+    check_guidance,
+    check_sample_output,
+    check_seed,
     choose_model,
+    parse_formats,
     pick_device,
+    prepare_output_folder,
     resolve_guidance_max_sigma,
     resolve_init_strength,
     say,
+    write_sample,
 )
-from shap_e.diffusion.presets import PRESETS
+from shap_e.cli.samples import Job, existing_state, plan_folders
+from shap_e.diffusion.presets import PRESETS, SamplingPreset
+from shap_e.util.checks import check_int, shorten
 from shap_e.util.distributed import process_group, rank_share
 
-FORMATS = ("glb", "ply", "obj")
 SAMPLERS = ("heun", "euler", "euler_ancestral", "dpmpp_2m")
 SMALL = {"text": "text-small", "image": "image-small"}
 OFFICIAL = {"text": "text300M", "image": "image300M"}
 DEFAULT_GUIDANCE = {"text": 15.0, "image": 3.0}
+MAX_BATCH = 10_000  # samples per prompt
+PATH_SHOWN = 240  # characters of a picture's path quoted in a message (the web app shows its file name)
+StepCallback = Optional[Callable[[Dict[str, Any]], None]]
+
+
+@dataclass
+class Sample:
+    """One sample still to draw: its job (prompt or picture), folder and request (what meta.json records;
+    a folder holding the same request is kept), and whether it replaces another sample's folder."""
+
+    job: Job
+    folder: Path
+    request: Dict[str, Any]
+    replace: bool = False
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """What one `shap-e text`/`image` call draws, read and checked before any model is loaded.
+
+    `jobs`: the samples still to draw; `notes`: lines for the user (prompt words the model never
+    saw); `init_latent`: the `--init-latent` `[d_latent]`, if any.
+    """
+
+    jobs: List[Sample]
+    model: str
+    decoder: str
+    settings: SamplingPreset
+    notes: List[str] = field(default_factory=list)
+    init_latent: Optional[torch.Tensor] = None
 
 
 def add_commands(commands) -> None:
@@ -36,17 +86,21 @@ def add_commands(commands) -> None:
     text.add_argument("prompt", nargs="?", help="what to generate, e.g. 'a red chair'")
     text.add_argument("--prompts", help="a file with one prompt per line (bulk; split across torchrun ranks)")
     image = commands.add_parser("image", help="image -> 3D", description="Generate 3D models from a picture.")
-    image.add_argument("image", help="a picture of one object (PNG, JPEG, ...)")
+    image.add_argument("image", help="a picture of one object (PNG, JPEG, ...); transparent pixels become white")
     for parser, kind in ((text, "text"), (image, "image")):
         add_sampling_options(parser, kind)
+        add_init_strength_option(parser)
+        add_init_latent_option(parser)
         parser.set_defaults(run=run_generate, kind=kind)
-    add_init_strength_option(image)
 
 
 def add_sampling_options(parser, kind: str) -> None:
     parser.add_argument("-o", "--output", default="out", help="output folder (one sub-folder per sample)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace sample folders that hold another request (default: refuse; a folder holding "
+                             "the same request is kept, so a re-run resumes an interrupted one)")
     parser.add_argument("--model", help=f"registry name (default: {OFFICIAL[kind]} if cached, else {SMALL[kind]})")
-    parser.add_argument("--batch", type=int, default=1, help="samples per prompt")
+    parser.add_argument("--batch", type=int, default=1, help=f"samples per prompt (at most {MAX_BATCH})")
     parser.add_argument("--seed", type=int, default=0, help="sample i uses seed + i")
     parser.add_argument("--preset", choices=sorted(PRESETS),
                         help="sampler settings: default = 64 Heun steps (official), fast = DPM-Solver++(2M) "
@@ -59,172 +113,318 @@ def add_sampling_options(parser, kind: str) -> None:
     parser.add_argument("--sampler", choices=SAMPLERS, help="ODE/SDE sampler (default: from --preset)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     parser.add_argument("--dtype", choices=sorted(DTYPES), help="model dtype (default: float32 on CPU)")
-    parser.add_argument("--format", default="glb,ply", help=f"comma-separated mesh formats from {FORMATS}")
-    parser.add_argument("--texture", action="store_true", help="also write a UV-textured GLB (needs xatlas)")
-    parser.add_argument("--grid-size", type=int, default=128, help="marching-cubes grid (>= 8)")
-    add_vertex_placement_option(parser)
-    parser.add_argument("--gif", action="store_true", help="write a turntable GIF")
-    parser.add_argument("--mp4", action="store_true", help="write a turntable MP4 (needs imageio-ffmpeg)")
-    parser.add_argument("--render-mode", choices=("nerf", "stf"), default="stf", help="turntable renderer")
-    parser.add_argument("--render-size", type=int, default=128, help="turntable frame size in pixels")
+    parser.add_argument("--precision", choices=("float32", "int8"), default="float32",
+                        help="int8: the prior's transformer layers in int8 on the CPU (faster, approximate; "
+                        "see docs/performance.md)")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="replay each prior evaluation from CUDA graphs (torch.compile reduce-overhead; "
+                        "CUDA only, the first steps compile)")
+    add_sample_output_options(parser)
     parser.add_argument("--cache-dir", help="model cache (default: $SHAP_E_CACHE or ~/.cache/shap_e)")
 
 
-def parse_formats(value: str) -> List[str]:
-    formats = [f.strip().lower() for f in value.split(",") if f.strip()]
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise CliError(f"--format {value!r}: use a comma-separated list of {', '.join(FORMATS)}")
-    return formats
-
-
 def read_prompts(args) -> List[str]:
+    if args.prompts and args.prompt is not None:
+        raise CliError("give a prompt or --prompts FILE, not both")
     if args.prompts:
         path = Path(args.prompts)
         if not path.is_file():
-            raise CliError(f"--prompts file {str(path)!r} does not exist")
-        prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    else:
-        prompts = [args.prompt.strip()] if args.prompt and args.prompt.strip() else []
-    if not prompts:
+            raise CliError(f"--prompts file {shorten(str(path))!r} does not exist")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise CliError(f"--prompts file {shorten(str(path))!r} is not UTF-8 text (one prompt per line)") from None
+        prompts = [line.strip() for line in text.splitlines() if line.strip()]
+        if not prompts:
+            raise CliError(f"--prompts file {shorten(str(path))!r} holds no prompt (one per line)")
+        return prompts
+    prompt = (args.prompt or "").strip()
+    if not prompt:
         raise CliError("the prompt is empty; pass a description such as 'a red chair'")
-    return prompts
+    return [prompt]
 
 
 def read_image(path: str):
-    from PIL import UnidentifiedImageError
+    """The picture at `path` as an RGB PIL image; transparent pixels become white, the background
+    the bundled image prior was trained on."""
+    from PIL import Image, UnidentifiedImageError
 
-    from shap_e.util.image_util import load_image
+    from shap_e.util.image_util import load_image, remove_alpha
 
     try:
-        return load_image(path).convert("RGB")
-    except FileNotFoundError as e:
-        raise CliError(f"image {path!r} does not exist") from e
-    except (UnidentifiedImageError, OSError) as e:
-        raise CliError(f"{path!r} is not an image Pillow can read") from e
+        return remove_alpha(load_image(path), mode="white").convert("RGB")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        raise CliError(f"image {shorten(path, PATH_SHOWN)!r} does not exist") from e
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as e:
+        raise CliError(f"{shorten(path, PATH_SHOWN)!r} is not an image Pillow can read") from e
 
 
 def validate(args) -> None:
-    if args.batch < 1:
-        raise CliError("--batch must be at least 1")
-    if args.steps is not None and args.steps < 2:
-        raise CliError("--steps must be at least 2")
-    if args.grid_size < 8:
-        raise CliError("--grid-size must be at least 8")
+    """Every option that needs no model, checked before anything is loaded."""
+    from shap_e.diffusion.checks import MAX_STEPS
+
+    check_int(args.batch, "--batch", 1, MAX_BATCH)
+    check_seed(args.seed, args.batch)
+    if args.steps is not None:
+        check_int(args.steps, "--steps", 2, MAX_STEPS)
+    if args.guidance is not None:
+        check_guidance(args.guidance)
+    if args.precision == "int8" and args.dtype not in (None, "float32"):
+        raise CliError(f"--precision int8 computes around its int8 products in float32; drop --dtype {args.dtype}")
+    check_sample_output(args)
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "sample"
+def read_jobs(args) -> List[Job]:
+    if args.kind == "text":
+        return [Job(p, p, {"texts": [p]}) for p in read_prompts(args)]
+    image = read_image(args.image)
+    digest = hashlib.sha256(image.tobytes()).hexdigest()
+    return [Job(Path(args.image).name, digest, {"images": [image]})]
 
 
 def run_generate(args) -> None:
+    plan = plan_generation(args)
+    for note in plan.notes:
+        say(note)
+    if not plan.jobs:
+        say("nothing to generate: every sample is already in the output folder")
+        return
+    with process_group():  # under torchrun: every rank loads the models, then draws its share of the samples
+        device = pick_device(args.device)
+        check_precision_option(args.precision, device)
+        fetch_weights(plan.decoder, args.cache_dir)
+        pipeline = load_pipeline(plan.model, device, args.cache_dir, plan.decoder, args.precision)
+        generate_all(pipeline, plan, rank_share(plan.jobs), device, args, release=True)
+
+
+def check_precision_option(precision: str, device: torch.device) -> None:
+    """`--precision int8` needs the CPU."""
+    from shap_e.models.quantize import check_precision
+
+    try:
+        check_precision(precision, device, "--precision")
+    except ValueError as error:
+        raise CliError(str(error)) from None
+
+
+def fetch_weights(name: str, cache_dir) -> None:
+    """Download `name`'s weights into the cache now unless they are there (or bundled): a missing
+    network then fails before sampling, not after it; the model itself is loaded when needed."""
+    from shap_e.models.download import ChecksumError, DownloadError, fetch_file_cached, weights_cached
+    from shap_e.models.registry import get_spec
+
+    spec = get_spec(name)
+    if spec.url is not None and not weights_cached(name, cache_dir):
+        try:
+            fetch_file_cached(spec.url, cache_dir=cache_dir, sha256=spec.sha256)
+        except (DownloadError, ChecksumError) as error:
+            raise CliError(f"the decoder {name!r} is needed and not cached: {error}") from None
+
+
+def plan_generation(args) -> Plan:
+    """Check `args`, read the prompts or the picture and the start latent, choose the models and plan
+    the sample folders (those that already hold their sample are kept and left out of the plan)."""
+    from shap_e.diffusion.presets import resolve_preset
+    from shap_e.models.registry import get_spec
+    from shap_e.util.tensor_files import load_latent
+
     validate(args)
     formats = parse_formats(args.format)
-    if args.kind == "text":
-        jobs = [(p, {"texts": [p] * args.batch}) for p in read_prompts(args)]
-    else:
-        image = read_image(args.image)
-        jobs = [(Path(args.image).name, {"images": [image] * args.batch})]
-    name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir)
-    if args.kind == "text":
-        note_unseen_words(name, [label for label, _ in jobs])
-    with process_group():  # under torchrun: every rank loads the models, then draws its share of the jobs
-        device = pick_device(args.device)
-        models = load_pipeline(name, device, args.cache_dir)
-        if args.guidance is None:
-            args.guidance = models["guidance_scale"] or DEFAULT_GUIDANCE[args.kind]
-        args.guidance_max_sigma = resolve_guidance_max_sigma(args.guidance_max_sigma, models["guidance_max_sigma"])
-        args.init_strength = resolve_init_strength(getattr(args, "init_strength", None), models["init_strength"],
-                                                   models["prior"], name)
-        for label, model_kwargs in rank_share(jobs):
-            generate_one(models, name, label, model_kwargs, formats, device, args)
+    jobs = read_jobs(args)
+    init_latent = load_latent(args.init_latent) if args.init_latent else None
+    name = choose_model(args.model, OFFICIAL[args.kind], SMALL[args.kind], args.cache_dir, kind=args.kind)
+    spec = get_spec(name)
+    decoder = pick_decoder(name, args.cache_dir)
+    if args.gif or args.mp4:
+        from shap_e.models.decode import check_render_mode_of
+
+        check_render_mode_of(get_spec(decoder), args.render_mode)
+    settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
+    request = {
+        "model": name, "decoder": decoder, "preset": settings.name, "sampler": settings.sampler,
+        "steps": settings.karras_steps,
+        "guidance": args.guidance if args.guidance is not None else spec.guidance_scale or DEFAULT_GUIDANCE[args.kind],
+        "guidance_max_sigma": resolve_guidance_max_sigma(args.guidance_max_sigma, spec.guidance_max_sigma),
+        "init_strength": resolve_init_strength(args.init_strength, spec.init_strength, None, name,
+                                               from_latent=init_latent is not None),
+        **(_init_latent_record(args.init_latent, init_latent) if init_latent is not None else {}),
+        "dtype": args.dtype, "precision": args.precision, "grid_size": args.grid_size, "vertex_placement": args.vertex_placement,
+        "formats": formats, "texture": args.texture, "gif": args.gif, "mp4": args.mp4,
+        "render_mode": args.render_mode if args.gif or args.mp4 else None,
+        "render_size": args.render_size if args.gif or args.mp4 else None,
+    }
+    notes = unseen_word_notes(name, [job.label for job in jobs]) if args.kind == "text" else []
+    return Plan(plan_samples(jobs, request, args), name, decoder, settings, notes, init_latent)
 
 
-def note_unseen_words(name: str, prompts: List[str]) -> None:
-    """`text-small` learnt a toy vocabulary: name the words of each prompt its training captions never
-    used (such words pull little or at random on what it draws; see model_cards/text-small.md)."""
-    if name != SMALL["text"]:
-        return
-    from shap_e.data.captions import training_vocabulary, words
-
-    vocabulary = training_vocabulary()
-    for prompt in prompts:
-        unseen = sorted(words(prompt) - vocabulary)
-        if unseen:
-            say(f"note: {name} never saw {', '.join(unseen)} in training (prompt {prompt!r}); it knows twelve "
-                "object kinds and twelve colours, see model_cards/text-small.md")
+def _init_latent_record(path: str, latent: torch.Tensor) -> Dict[str, Any]:
+    """What meta.json records of `--init-latent`: its file name and the sha256 of its numbers."""
+    digest = hashlib.sha256(latent.detach().cpu().float().numpy().tobytes()).hexdigest()
+    return {"init_latent": Path(path).name, "init_latent_sha256": digest}
 
 
-def load_pipeline(name: str, device: torch.device, cache_dir) -> Dict[str, Any]:
-    from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
-    from shap_e.models.download import load_config, load_model, weights_cached
+def plan_samples(jobs: List[Job], request: Dict[str, Any], args) -> List[Sample]:
+    """Every sample still to write; says which are kept."""
+    output = prepare_output_folder(args.output)
+    seeds = list(range(args.seed, args.seed + args.batch))
+    label_field = "prompt" if args.kind == "text" else "image"
+    samples = []
+    for job in plan_folders(jobs, output, seeds, label_field):
+        for seed in seeds:
+            folder = output / f"{job.folder_stem}_seed{seed}"
+            sample_request = {label_field: job.label, **({"image_sha256": job.key} if args.kind == "image" else {}),
+                              "seed": seed, **request}
+            state = existing_state(folder, sample_request, args.overwrite)
+            if state == "kept":
+                say(f"kept {folder} (it already holds this sample)")
+            else:
+                samples.append(Sample(job, folder, sample_request, replace=state == "replace"))
+    return samples
+
+
+def pick_decoder(name: str, cache_dir) -> str:
+    """The prior's first decoder whose weights are cached, else its last (downloaded on load)."""
+    from shap_e.models.cache import weights_cached
     from shap_e.models.registry import get_spec
 
     spec = get_spec(name)
     if not spec.decoders:
         raise CliError(f"model {name!r} is not a prior (its registry entry names no decoders)")
-    # The first decoder whose weights are cached, else the last (downloaded on load).
-    decoder = next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
-    t0 = time.perf_counter()
-    prior = load_model(name, device=device, cache_dir=cache_dir)
-    xm = load_model(decoder, device=device, cache_dir=cache_dir)
-    diffusion = diffusion_from_config(load_config(spec.diffusion))
-    say(f"loaded {name} and {decoder} in {time.perf_counter() - t0:.1f} s")
-    return {"prior": prior, "xm": xm, "diffusion": diffusion, "decoder": decoder, "guidance_scale": spec.guidance_scale,
-            "guidance_max_sigma": spec.guidance_max_sigma, "init_strength": spec.init_strength}
+    return next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
 
 
-def generate_one(models, name, label, model_kwargs, formats, device, args) -> None:
-    from shap_e.diffusion.presets import resolve_preset
-    from shap_e.diffusion.sample import regression_start, sample_latents
+def unseen_word_notes(name: str, prompts: List[str]) -> List[str]:
+    """`text-small` learnt a toy vocabulary: one line per prompt that uses words its training captions
+    never used (such words pull little or at random on what it draws; see model_cards/text-small.md)."""
+    if name != SMALL["text"]:
+        return []
+    from shap_e.data.captions import training_vocabulary, words
 
-    settings = resolve_preset(args.preset, sampler=args.sampler, karras_steps=args.steps)
-    generators = [torch.Generator().manual_seed(args.seed + i) for i in range(args.batch)]
-    t0 = time.perf_counter()
-    latents = sample_latents(
-        batch_size=args.batch, model=models["prior"], diffusion=models["diffusion"],
-        model_kwargs=model_kwargs, guidance_scale=args.guidance, clip_denoised=True, use_fp16=False,
-        use_karras=True, karras_steps=settings.karras_steps, sigma_min=settings.sigma_min,
-        sigma_max=settings.sigma_max, s_churn=settings.s_churn, device=device, progress=True,
-        sampler=settings.sampler, generator=generators, dtype=DTYPES.get(args.dtype),
-        guidance_max_sigma=args.guidance_max_sigma,
-        **regression_start(models["prior"], args.batch, model_kwargs, args.init_strength),
-    )
-    sample_seconds = time.perf_counter() - t0
-    for i, latent in enumerate(latents):
-        meta = {
-            "prompt" if args.kind == "text" else "image": label, "model": name, "decoder": models["decoder"],
-            "seed": args.seed + i, "preset": settings.name, "sampler": settings.sampler,
-            "steps": settings.karras_steps, "guidance": args.guidance, "guidance_max_sigma": args.guidance_max_sigma,
-            "init_strength": args.init_strength,
-            "grid_size": args.grid_size, "package_version": __version__,
-            "seconds": {"sampling_batch": round(sample_seconds, 3)},
-        }
-        folder = Path(args.output) / f"{slug(label)}_seed{args.seed + i}"
-        write_sample(models["xm"], latent, folder, formats, meta, args)
-        say(f"wrote {folder}")
+    vocabulary = training_vocabulary()
+    notes = []
+    for prompt in prompts:
+        unseen = sorted(words(prompt) - vocabulary)
+        if unseen:
+            listed = ", ".join(unseen[:8]) + (f" and {len(unseen) - 8} more" if len(unseen) > 8 else "")
+            notes.append(f"note: {name} never saw {listed} in training (prompt {shorten(prompt)!r}); it knows "
+                         "twelve object kinds and twelve colours, see model_cards/text-small.md")
+    return notes
 
 
-def write_sample(xm, latent: torch.Tensor, folder: Path, formats, meta: Dict[str, Any], args) -> None:
-    from shap_e.rendering.export import save_mesh, save_textured_glb
-    from shap_e.models.decode import decode_latent_mesh, latent_color_fn, turntable
-    from shap_e.util.animation import save_gif, save_mp4
+@dataclass
+class Pipeline:
+    """The models of a `shap-e text`/`image` run: the prior (a command line frees it after the last
+    sample), its diffusion, and the decoder, loaded on first use (`load_decoder`: a transmitter's
+    decoder part only)."""
 
-    with atomic_directory(folder) as tmp:
-        torch.save(latent.detach().cpu(), tmp / "latent.pt")
-        t0 = time.perf_counter()
-        mesh = decode_latent_mesh(xm, latent, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
-        meta["seconds"]["mesh"] = round(time.perf_counter() - t0, 3)
-        for fmt in formats:
-            save_mesh(mesh, tmp / f"mesh.{fmt}")
-        if args.texture:
-            save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent))
-        if args.gif or args.mp4:
+    prior: Optional[torch.nn.Module]
+    diffusion: Any
+    decoder_name: str
+    device: torch.device
+    cache_dir: Optional[str]
+    _decoder: Optional[torch.nn.Module] = None
+
+    def decoder(self) -> torch.nn.Module:
+        from shap_e.models.decode import load_decoder
+
+        if self._decoder is None:
             t0 = time.perf_counter()
-            frames = turntable(xm, latent, size=args.render_size, rendering_mode=args.render_mode)
-            meta["seconds"]["turntable"] = round(time.perf_counter() - t0, 3)
-            if args.gif:
-                save_gif(frames, tmp / "turntable.gif")
-            if args.mp4:
-                save_mp4(frames, tmp / "turntable.mp4")
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+            self._decoder = load_decoder(self.decoder_name, self.device, self.cache_dir)
+            say(f"loaded {self.decoder_name} (decoder) in {time.perf_counter() - t0:.1f} s")
+        return self._decoder
+
+    def release_prior(self) -> None:
+        """Free the prior's memory once no more samples are drawn."""
+        self.prior = None
+        gc.collect()
+
+
+def load_pipeline(name: str, device: torch.device, cache_dir, decoder: Optional[str] = None,
+                  precision: Optional[str] = None) -> Pipeline:
+    """The prior `name` (loaded now, in `precision`) and its diffusion; its `decoder` (default:
+    `pick_decoder`) loads on first use."""
+    from shap_e.diffusion.gaussian_diffusion import diffusion_from_config
+    from shap_e.models.download import load_config, load_model
+    from shap_e.models.registry import get_spec
+
+    decoder = decoder or pick_decoder(name, cache_dir)
+    t0 = time.perf_counter()
+    prior = load_model(name, device=device, cache_dir=cache_dir, precision=precision)
+    say(f"loaded {name}{' (int8)' if precision == 'int8' else ''} in {time.perf_counter() - t0:.1f} s")
+    return Pipeline(prior, diffusion_from_config(load_config(get_spec(name).diffusion)), decoder, device, cache_dir)
+
+
+def generate_all(pipeline: Pipeline, plan: Plan, samples: Iterable[Sample], device, args,
+                 callback: StepCallback = None, release: bool = False) -> List[Path]:
+    """Draw and write every sample of `samples` (from `plan.jobs`); returns their folders. `callback`
+    sees every sampler step of every sample (see `sample_latents`) with `sample` (its index) added.
+
+    The prompts or pictures are embedded first; with `release` (a command line, which loads its
+    models for this call alone) CLIP is freed then and the prior after the last sample.
+    """
+    samples = list(samples)
+    if not samples:
+        return []
+    resolve_init_strength(samples[0].request["init_strength"], None, pipeline.prior, plan.model,
+                          from_latent=plan.init_latent is not None)
+    conditions = {}
+    for sample in samples:
+        if sample.job.key not in conditions:
+            conditions[sample.job.key] = condition(pipeline.prior, plan, sample)
+    if release:
+        release_encoders()
+    folders = []
+    for index, sample in enumerate(samples):
+        step = None if callback is None else (lambda info, i=index: callback({**info, "sample": i}))
+        latent = draw(pipeline, plan, sample, conditions[sample.job.key], device, args, step)
+        if release and index == len(samples) - 1:
+            pipeline.release_prior()
+        write_sample(pipeline.decoder(), latent, sample.folder, sample.meta, args, overwrite=sample.replace)
+        say(f"wrote {sample.folder}")
+        folders.append(sample.folder)
+    return folders
+
+
+def release_encoders() -> None:
+    """Free CLIP once every prompt and picture is embedded: sampling needs only the prior."""
+    from shap_e.models.clip import release_default_clips
+
+    release_default_clips()
+    gc.collect()
+
+
+def condition(prior, plan: Plan, sample: Sample) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """A job's prompt or picture as `sample_latents` inputs, embedded now so that the text or image
+    encoder can be freed before sampling: `(model_kwargs, start)`, where `start` says where sampling
+    starts: `--init-latent` at `--init-strength`, else the latent the prior reads off a picture
+    (`regression_start`), else noise (`{}`)."""
+    from shap_e.diffusion.sample import regression_start
+
+    strength = sample.request["init_strength"]
+    if plan.init_latent is not None:
+        start = {"init_latent": plan.init_latent, "strength": strength}
+    else:
+        start = regression_start(prior, 1, sample.job.conditions, strength)
+    model_kwargs = sample.job.conditions
+    if hasattr(prior, "cached_model_kwargs"):
+        model_kwargs = prior.cached_model_kwargs(1, model_kwargs)
+    return model_kwargs, start
+
+
+def draw(pipeline: Pipeline, plan: Plan, sample: Sample, inputs, device, args, callback: StepCallback = None):
+    """The `[d_latent]` latent of `sample.request["seed"]`, drawn alone; its sampling time goes to `sample.meta`."""
+    from shap_e.diffusion.sample import sample_latents
+
+    (model_kwargs, start), request, settings = inputs, sample.request, plan.settings
+    t0 = time.perf_counter()
+    latent = sample_latents(
+        batch_size=1, model=pipeline.prior, diffusion=pipeline.diffusion, model_kwargs=model_kwargs,
+        guidance_scale=request["guidance"], clip_denoised=True, use_fp16=False, use_karras=True,
+        karras_steps=settings.karras_steps, sigma_min=settings.sigma_min, sigma_max=settings.sigma_max,
+        s_churn=settings.s_churn, device=device, progress=True, sampler=settings.sampler,
+        generator=[torch.Generator().manual_seed(request["seed"])], dtype=DTYPES.get(args.dtype),
+        guidance_max_sigma=request["guidance_max_sigma"], callback=callback, cuda_graph=args.cuda_graph, **start,
+    )[0]
+    sample.meta = {**request, "package_version": __version__,
+                   "seconds": {"sampling": round(time.perf_counter() - t0, 3)}}
+    return latent

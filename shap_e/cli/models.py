@@ -9,22 +9,29 @@ def add_commands(commands) -> None:
     download = commands.add_parser("download", help="fetch official weights", description="Download weights.")
     download.add_argument("names", nargs="+", help="registry names, e.g. text300M transmitter")
     download.add_argument("--cache-dir", help="model cache")
-    download.add_argument("--redownload", action="store_true", help="replace a cached file whose hash is wrong")
+    download.add_argument("--redownload", action="store_true", help="replace a cached file that is partial or corrupt")
     download.set_defaults(run=run_download)
 
 
 def run_models(args) -> None:
-    from shap_e.models.download import default_cache_dir, weights_cached
+    from shap_e.models.cache import CORRUPT, cache_state, default_cache_dir
     from shap_e.models.registry import MODELS
 
     cache = args.cache_dir or default_cache_dir()
-    print(f"{'name':<16} {'parameters':>10}  {'cached':<7}  description")
+    print(f"{'name':<18} {'parameters':>10}  {'cached':<8}  description")
+    damaged = []
     for name, spec in sorted(MODELS.items()):
         params = f"{spec.n_params / 1e6:.1f}M" if spec.n_params else "-"
-        cached = "yes" if weights_cached(name, args.cache_dir) else ("-" if not spec.has_weights else "no")
-        cached = "bundled" if spec.bundled_weights is not None and cached == "yes" else cached
-        print(f"{name:<16} {params:>10}  {cached:<7}  {spec.description}")
+        state = cache_state(name, args.cache_dir)
+        cached = {"ok": "yes", "missing": "no"}.get(state, state)
+        if state == CORRUPT:
+            damaged.append(name)
+        print(f"{name:<18} {params:>10}  {cached:<8}  {spec.description}")
     print(f"cache: {cache}")
+    for name in damaged:
+        fix = ("reinstall the package" if MODELS[name].bundled_weights is not None
+               else f"run `shap-e download {name} --redownload`")
+        print(f"{name}: the cached file is partial or corrupt (size or sha256 differs); {fix}")
 
 
 def run_download(args) -> None:
@@ -42,5 +49,5 @@ def run_download(args) -> None:
         if spec.bundled_weights is not None:
             say(f"{name}: bundled with the package, nothing to download ({spec.bundled_weights})")
             continue
-        path = fetch_file_cached(spec.url, spec.sha256, args.cache_dir, progress=True, redownload=args.redownload)
+        path = fetch_file_cached(spec.url, True, args.cache_dir, sha256=spec.sha256, redownload=args.redownload)
         say(f"{name}: {path}")

@@ -6,10 +6,21 @@ from typing import Any, Callable, Dict, Optional, Union
 
 import torch
 
+from shap_e.diffusion.checks import (
+    check_diffusion_matches,
+    check_sample_memory,
+    check_sampled,
+    check_sampling_numbers,
+    check_texts,
+)
+from shap_e.diffusion.cuda_graph import captured_model
 from shap_e.diffusion.gaussian_diffusion import GaussianDiffusion
 from shap_e.diffusion.karras import SAMPLERS, KarrasDenoiser, guided_denoiser, karras_sigmas
 from shap_e.diffusion.noise import GeneratorArg, check_generator, model_device, randn
 from shap_e.diffusion.presets import SamplingPreset, check_guidance_max_sigma, resolve_preset
+from shap_e.util.config import resolve_device
+from shap_e.util.errors import InvalidArgumentError
+from shap_e.util.precision import native_bf16
 
 __all__ = ["check_strength", "regression_start", "sample_latents", "uncond_guide_model"]
 
@@ -40,6 +51,8 @@ def sample_latents(
     dtype: Optional[torch.dtype] = None,
     legacy_guidance: bool = False,
     guidance_max_sigma: Optional[float] = None,
+    callback: Optional[Callable[[Dict[str, Any]], None]] = None,
+    cuda_graph: bool = False,
 ) -> torch.Tensor:
     """Sample `[batch_size, model.d_latent]` float32 latents.
 
@@ -67,6 +80,12 @@ def sample_latents(
     * `guidance_max_sigma`: Karras path only; guide only the steps at σ ≤ this value, and use the
       conditional prediction alone above it (None: guide every step). `text-small`'s registry
       entry recommends 5 (`ModelSpec.guidance_max_sigma`; docs/findings/text-small.md).
+    * `callback`: Karras path only; called once per sampler step, after that step's model
+      evaluation, with the sampler's dict (`x, i, sigma, sigma_hat, denoised`) and `steps`, the
+      number of steps this call runs. An exception it raises stops sampling between two steps
+      (the web app's cancel button does this).
+    * `cuda_graph`: on CUDA, replay the model call from CUDA graphs (`torch.compile`,
+      `mode="reduce-overhead"`; `shap_e.diffusion.cuda_graph`); elsewhere it runs eagerly, with a warning.
     """
     settings = resolve_preset(preset, sampler=sampler, use_karras=use_karras,
                               karras_steps=karras_steps, sigma_min=sigma_min, sigma_max=sigma_max,
@@ -74,15 +93,21 @@ def sample_latents(
     sampler, use_karras, karras_steps = settings.sampler, settings.use_karras, settings.karras_steps
     sigma_min, sigma_max, s_churn = settings.sigma_min, settings.sigma_max, settings.s_churn
     model_kwargs = dict(model_kwargs or {})
+    check_sampling_numbers(guidance_scale, karras_steps, sigma_min, sigma_max, s_churn, use_karras, strength)
+    check_texts(model_kwargs)
+    check_diffusion_matches(model, diffusion)
     guided = guidance_scale not in (0.0, 1.0)
     _validate(batch_size, model, model_kwargs, guided, use_karras, karras_steps, s_churn, sampler,
               generator, init_latent, strength, legacy_guidance)
     check_guidance_max_sigma(guidance_max_sigma)
     if guidance_max_sigma is not None and not use_karras:
         raise ValueError("guidance_max_sigma needs use_karras=True: the DDPM path has no sigma schedule")
+    if callback is not None and not use_karras:
+        raise ValueError("callback needs use_karras=True: the DDPM path reports no steps")
     if device is None:
         device = model_device(model)
-    device = torch.device(device)
+    device = resolve_device(device)
+    check_sample_memory(batch_size, model.d_latent, device)
     compute_dtype = _resolve_dtype(dtype, use_fp16, device)
     with torch.inference_mode():
         if hasattr(model, "cached_model_kwargs"):
@@ -91,10 +116,12 @@ def sample_latents(
             # Conditional rows first, then the unconditional (all-zero) rows.
             model_kwargs = {k: torch.cat([v, torch.zeros_like(v)]) for k, v in model_kwargs.items()}
         model_fn = _autocast(model, device, compute_dtype)
+        if cuda_graph:
+            model_fn = captured_model(model_fn, device)
         shape = (batch_size, model.d_latent)
         if not use_karras:
-            return _ddpm(model_fn, diffusion, shape, model_kwargs, guidance_scale if guided else None,
-                         clip_denoised, device, progress, generator, legacy_guidance)
+            return check_sampled(_ddpm(model_fn, diffusion, shape, model_kwargs, guidance_scale if guided else None,
+                                       clip_denoised, device, progress, generator, legacy_guidance), guidance_scale)
         sigmas = karras_sigmas(karras_steps, sigma_min, sigma_max, device=device)
         if init_latent is None:
             x = randn(shape, generator, device=device) * sigma_max
@@ -106,14 +133,25 @@ def sample_latents(
         if guided:
             denoiser = guided_denoiser(denoiser, guidance_scale, guidance_max_sigma)
         options = {"s_churn": s_churn} if s_churn else {}
+        if callback is not None:
+            options["callback"] = _with_step_count(callback, len(sigmas) - 1)
         x = SAMPLERS[sampler](denoiser, x, sigmas, generator=generator, progress=progress, **options)
-        return diffusion.unscale_channels(x)
+        return check_sampled(diffusion.unscale_channels(x), guidance_scale)
+
+
+def _with_step_count(callback: Callable[[Dict[str, Any]], None], steps: int) -> Callable[[Dict[str, Any]], None]:
+    """`callback` with `steps` (the steps of this call) added to every step's dict."""
+
+    def report(info: Dict[str, Any]) -> None:
+        callback({**info, "steps": steps})
+
+    return report
 
 
 def check_strength(strength: float, name: str = "strength") -> None:
-    """Raise a ValueError naming `name` unless the SDEdit `strength` is in (0, 1]."""
-    if not 0 < strength <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {strength}")
+    """Raise an InvalidArgumentError naming `name` unless the SDEdit `strength` is a number in (0, 1]."""
+    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not 0 < strength <= 1:
+        raise InvalidArgumentError(f"{name} must be in (0, 1], got {strength!r}")
 
 
 def regression_start(
@@ -186,8 +224,14 @@ def _resolve_dtype(dtype: Optional[torch.dtype], use_fp16: bool, device: torch.d
     if not use_fp16:
         return torch.float32
     if device.type == "cpu":
-        warnings.warn("use_fp16=True on CPU: running the model in bfloat16 instead", stacklevel=3)
-        return torch.bfloat16
+        # float16 matmuls are slow on CPUs; bfloat16 is fast only where the CPU multiplies it natively
+        # (AVX512-BF16, AMX), and emulated elsewhere, slower than float32.
+        if native_bf16(device):
+            warnings.warn("use_fp16=True on CPU: running the model in bfloat16 instead", stacklevel=3)
+            return torch.bfloat16
+        warnings.warn("use_fp16=True on CPU: this CPU has no native bfloat16 or float16 matrix units, so the "
+                      "model runs in float32 (faster here, and exact)", stacklevel=3)
+        return torch.float32
     return torch.float16
 
 

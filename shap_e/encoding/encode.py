@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
+from tqdm.auto import tqdm
 
 from shap_e.util.config import resolve_device
 
@@ -28,6 +29,7 @@ def encode(
     cache_dir: Optional[str] = None,
     seed: int = 0,
     refine_steps: int = 0,
+    progress: bool = False,
 ) -> torch.Tensor:
     """Encode one asset (OBJ, PLY, STL, OFF, GLB/glTF) to a `[latent_ctx * d_latent]` latent in (-1, 1).
 
@@ -41,6 +43,7 @@ def encode(
         signed distances and colours (0: the encoder's latent as it is; 400 is a good choice). About
         1 ms per step for `transmitter-small`, plus the winding numbers of 8,192 points (seconds for
         large meshes).
+    :param progress: progress bars on stderr for the refinement steps and a large mesh's inside test.
     """
     from shap_e.encoding.batch import load_or_create_multimodal_batch
 
@@ -63,15 +66,17 @@ def encode(
         **encoder.batch_options(),
     )
     with torch.inference_mode():
-        latent = encoder.encode_to_bottleneck(batch, generator)[0]
+        latent = encoder.encode_to_bottleneck(batch, generator=generator)[0]
     if refine_steps == 0:
         return latent
     from shap_e.encoding.assets import load_asset
     from shap_e.encoding.targets import asset_targets
 
-    targets = asset_targets(load_asset(str(path)), generator=torch.Generator().manual_seed(seed), **REFINE_TARGETS)
+    targets = asset_targets(load_asset(str(path)), generator=torch.Generator().manual_seed(seed), progress=progress,
+                            **REFINE_TARGETS)
     generator = torch.Generator().manual_seed(seed)
-    return refine_latent(transmitter, latent[None], [targets], steps=refine_steps, generator=generator)[0]
+    return refine_latent(transmitter, latent[None], [targets], steps=refine_steps, generator=generator,
+                         progress=progress)[0]
 
 
 def refine_latent(
@@ -85,6 +90,7 @@ def refine_latent(
     sdf_per_step: Optional[int] = 512,
     color_per_step: Optional[int] = 128,
     generator: Optional[torch.Generator] = None,
+    progress: bool = False,
 ) -> torch.Tensor:
     """Fit `latent [batch, d]` to its assets' supervision; returns a new `[batch, d]` latent in (-1, 1).
 
@@ -97,6 +103,7 @@ def refine_latent(
         (drawn from `generator`, the same indices for every row); None: every sample, every step.
         The defaults were the best of the settings tried for an early `transmitter-small` on 48 held-out
         assets (IoU 0.89 against 0.87 for 300 steps of 1,024 samples; 0.47 s per asset on one core).
+    progress: a tqdm bar of the steps on stderr.
     """
     if latent.ndim != 2 or len(targets) != latent.shape[0]:
         raise ValueError(
@@ -114,7 +121,7 @@ def refine_latent(
     with torch.inference_mode(False), torch.enable_grad():
         z = torch.atanh(latent.detach().clone().clamp(-_LATENT_BOUND, _LATENT_BOUND)).requires_grad_(True)
         optimizer = torch.optim.Adam([z], lr=lr)
-        for _ in range(steps):
+        for _ in tqdm(range(steps), desc="refining", unit=" steps", disable=not progress):
             sdf_index = _subset(sdf_points.shape[1], sdf_per_step, generator, device)
             color_index = _subset(color_points.shape[1], color_per_step, generator, device)
             params = transmitter.bottleneck_to_params(torch.tanh(z))

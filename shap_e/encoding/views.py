@@ -60,14 +60,18 @@ def multiview_cameras(n_views: int = 20, size: int = 256, device=None) -> Projec
 
 
 def render_multiview(
-    mesh: AssetMesh, n_views: int = 20, size: int = 256, alpha_removal: str = "black"
+    mesh: AssetMesh, n_views: int = 20, size: int = 256, alpha_removal: str = "black", lit: bool = True
 ) -> MultiviewRenders:
-    """Render `mesh` (already in [-1, 1]^3) from `multiview_cameras(n_views, size)`."""
+    """Render `mesh` (already in [-1, 1]^3) from `multiview_cameras(n_views, size)`.
+
+    lit: shade as Blender's "basic" light mode (default); False gives the unlit surface colours
+    (the official renders with material extraction and no light mode, which its point clouds read).
+    """
     if alpha_removal not in ALPHA_REMOVAL_MODES:
         raise ValueError(f"alpha_removal must be one of {ALPHA_REMOVAL_MODES}, got {alpha_removal!r}")
     cameras = multiview_cameras(n_views, size, device=mesh.verts.device)
     frags = rasterize(mesh.verts, mesh.faces, cameras)
-    srgb = shade(mesh, frags, background=0.0 if alpha_removal == "black" else 1.0)
+    srgb = shade(mesh, frags, background=0.0 if alpha_removal == "black" else 1.0, lit=lit)
     # 8-bit quantisation as in the PNG renders the encoder was trained on.
     views = torch.round(srgb * 255) / 127.5 - 1
     return MultiviewRenders(
@@ -78,14 +82,17 @@ def render_multiview(
     )
 
 
-def shade(mesh: AssetMesh, frags, background: float) -> torch.Tensor:
+def shade(mesh: AssetMesh, frags, background: float, lit: bool = True) -> torch.Tensor:
     """`[N, H, W, 3]` sRGB in [0, 1]: the mesh's colours lit by the fixed STF light
-    (`0.3 + 0.7 |n . l|`, flat per face) where `frags` (from `rasterize`) hit, `background` elsewhere."""
+    (`0.3 + 0.7 |n . l|`, flat per face; unlit when not `lit`) where `frags` (from `rasterize`) hit,
+    `background` elsewhere."""
     mask = frags.mask
     face = frags.face_index[mask]
-    light = torch.tensor(STF_LIGHT_DIRECTION, device=mesh.verts.device)
-    brightness = 0.3 + 0.7 * (face_normals(mesh.verts, mesh.faces)[face] @ (light / light.norm())).abs()
-    linear = mesh.colors_at(face, frags.bary[mask]) * brightness[:, None]
+    linear = mesh.colors_at(face, frags.bary[mask])
+    if lit:
+        light = torch.tensor(STF_LIGHT_DIRECTION, device=mesh.verts.device)
+        brightness = 0.3 + 0.7 * (face_normals(mesh.verts, mesh.faces)[face] @ (light / light.norm())).abs()
+        linear = linear * brightness[:, None]
     srgb = torch.full((*mask.shape, 3), background, device=mesh.verts.device)
     srgb[mask] = linear_to_srgb(linear.clamp(0, 1))
     return srgb

@@ -31,6 +31,7 @@ __all__ = [
     "clean_text",
     "preprocess_images",
     "default_clip",
+    "release_default_clips",
 ]
 
 DEFAULT_CLIP = "openai/clip-vit-large-patch14"
@@ -312,23 +313,42 @@ class FrozenCLIP:
             self._vision = self._load(CLIPVisionModelWithProjection, "vision_config")
         return self._vision
 
-    @torch.no_grad()
-    def embed_text(self, texts: Sequence[str]) -> torch.Tensor:
-        """`[batch, projection_dim]` (768 for ViT-L/14) L2-normalised float32 text embeddings."""
+    def release(self) -> None:
+        """Drop the loaded towers, freeing their memory; each loads again on its next use."""
+        self._text = None
+        self._vision = None
+
+    def text_features(self, texts: Sequence[str]) -> torch.Tensor:
+        """`embed_text` with gradients (for a trainable copy, `ImageCLIP`)."""
         model = self.text_model
         ids = self.tokenizer.tokenize(texts, model.config.max_position_embeddings).to(self.device)
         emb = model(input_ids=ids).text_embeds.float()
         return emb / torch.linalg.norm(emb, dim=-1, keepdim=True)
 
-    def _pixels(self, images: Sequence[ImageLike]) -> torch.Tensor:
+    def pixels(self, images: Sequence[ImageLike]) -> torch.Tensor:
+        """CLIP's preprocessing: `[batch, 3, size, size]` pixel values on this CLIP's device and dtype."""
         size = self.vision_model.config.image_size
         return preprocess_images(images, size).to(self.device, self.dtype)
+
+    def image_features(self, images: Sequence[ImageLike]) -> torch.Tensor:
+        """`embed_images` with gradients."""
+        emb = self.vision_model(pixel_values=self.pixels(images)).image_embeds.float()
+        return emb / torch.linalg.norm(emb, dim=-1, keepdim=True)
+
+    def image_grid_features(self, images: Sequence[ImageLike]) -> torch.Tensor:
+        """`embed_images_grid` with gradients."""
+        hidden = self.vision_model(pixel_values=self.pixels(images)).last_hidden_state
+        return hidden[:, 1:, :].permute(0, 2, 1).float().contiguous()
+
+    @torch.no_grad()
+    def embed_text(self, texts: Sequence[str]) -> torch.Tensor:
+        """`[batch, projection_dim]` (768 for ViT-L/14) L2-normalised float32 text embeddings."""
+        return self.text_features(texts)
 
     @torch.no_grad()
     def embed_images(self, images: Sequence[ImageLike]) -> torch.Tensor:
         """`[batch, projection_dim]` L2-normalised float32 image embeddings."""
-        emb = self.vision_model(pixel_values=self._pixels(images)).image_embeds.float()
-        return emb / torch.linalg.norm(emb, dim=-1, keepdim=True)
+        return self.image_features(images)
 
     @torch.no_grad()
     def embed_images_grid(self, images: Sequence[ImageLike]) -> torch.Tensor:
@@ -337,8 +357,7 @@ class FrozenCLIP:
         `last_hidden_state` of the vision tower is the transformer output before `post_layernorm`
         (which only touches the pooled class token), as docs/behaviour.md#clip requires.
         """
-        hidden = self.vision_model(pixel_values=self._pixels(images)).last_hidden_state
-        return hidden[:, 1:, :].permute(0, 2, 1).float().contiguous()
+        return self.image_grid_features(images)
 
 
 _DEFAULT_CLIPS: dict = {}
@@ -350,3 +369,10 @@ def default_clip(device: Union[str, torch.device, None] = None) -> FrozenCLIP:
     if key not in _DEFAULT_CLIPS:
         _DEFAULT_CLIPS[key] = FrozenCLIP.from_pretrained(device=device)
     return _DEFAULT_CLIPS[key]
+
+
+def release_default_clips() -> None:
+    """Free the towers of every shared `default_clip` (each loads again when next used): what a
+    pipeline calls once its prompts or pictures are embedded and only the prior is needed."""
+    for clip in _DEFAULT_CLIPS.values():
+        clip.release()

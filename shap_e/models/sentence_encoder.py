@@ -10,6 +10,7 @@ embedding layer (each word piece's lexical vector, before any attention), 6 the 
 indices are concatenated along the channels. A prior configured with ``text_layers:`` reads its
 captions this way.
 """
+import functools
 import json
 from pathlib import Path
 from typing import Any, Optional, Sequence, Tuple, Union
@@ -79,22 +80,17 @@ class SentenceEncoder:
 
     @property
     def tokenizer(self) -> Any:
-        """The model's ``transformers`` tokenizer, loaded on first access."""
+        """The model's ``transformers`` tokenizer, loaded on first access (once per process and folder)."""
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
+            self._tokenizer = _shared_tokenizer(str(self.model_dir))
         return self._tokenizer
 
     @property
     def model(self) -> Any:
-        """The ``transformers`` encoder in eval mode without gradients, loaded on first access."""
+        """The ``transformers`` encoder in eval mode without gradients, loaded on first access (once per
+        process, folder and device: the frozen encoder is shared by every `SentenceEncoder`)."""
         if self._model is None:
-            from transformers import AutoModel
-
-            with quiet_transformers():
-                model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True)
-            self._model = model.to(self.device).eval().requires_grad_(False)
+            self._model = _shared_model(str(self.model_dir), str(self.device))
         return self._model
 
     @torch.no_grad()
@@ -162,8 +158,27 @@ class SentenceEncoder:
 
         self.device = resolve_device(device) or torch.device("cpu")
         if self._model is not None:
-            self._model = self._model.to(self.device)
+            self._model = _shared_model(str(self.model_dir), str(self.device))
         return self
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_tokenizer(model_dir: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_model(model_dir: str, device: str) -> Any:
+    """The frozen encoder of `model_dir` on `device`, loaded once per process: a `shap-e text` run, a
+    notebook or the web app that loads a MiniLM prior again reuses it (loading takes most of a
+    second)."""
+    from transformers import AutoModel
+
+    with quiet_transformers():
+        model = AutoModel.from_pretrained(model_dir, local_files_only=True)
+    return model.to(device).eval().requires_grad_(False)
 
 
 def check_layers(layers: Sequence[int], n_layers: Optional[int] = None) -> Tuple[int, ...]:

@@ -6,7 +6,16 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 
-__all__ = ["ProjectiveCamera", "create_pan_cameras", "look_at", "turntable_cameras"]
+__all__ = [
+    "ProjectiveCamera",
+    "create_pan_cameras",
+    "look_at",
+    "normalize",
+    "orientation",
+    "pixel_coords",
+    "project_out",
+    "turntable_cameras",
+]
 
 Device = Union[str, torch.device, None]
 
@@ -63,8 +72,7 @@ class ProjectiveCamera:
 
     def image_coords(self) -> torch.Tensor:
         """Pixel coordinates `[height * width, 2]` as (col, row), int64, in row-major pixel order."""
-        index = torch.arange(self.height * self.width, device=self.origin.device)
-        return torch.stack([index % self.width, torch.div(index, self.width, rounding_mode="floor")], dim=1)
+        return pixel_coords(self.width, self.height, self.origin.device)
 
     def camera_rays(self, coords: torch.Tensor) -> torch.Tensor:
         """Rays through pixel coordinates (docs/behaviour.md#cameras).
@@ -151,29 +159,55 @@ def look_at(
 ) -> ProjectiveCamera:
     """Cameras at `origins [N, 3]` looking at `targets [N, 3]` (docs/behaviour.md#cameras).
 
-    Frame: z = normalize(target - origin); y = -normalize(up - (up . z) z) (image down);
-    x = y cross z (image right). `fov` is used for both axes. World up defaults to +Z.
+    The frame is `orientation(targets - origins, up)`; `fov` is used for both axes. World up
+    defaults to +Z.
     """
     if origins.shape != targets.shape or origins.ndim != 2 or origins.shape[-1] != 3:
         raise ValueError(
             f"origins and targets must both be [N, 3], got {tuple(origins.shape)} and {tuple(targets.shape)}"
         )
     origins = origins.float()
-    toward = targets.float() - origins
-    dist = toward.norm(dim=-1, keepdim=True)
-    if bool((dist == 0).any()):
-        raise ValueError("every target must differ from its origin (the view direction is undefined)")
-    z = toward / dist
-    up_t = torch.tensor(up, dtype=torch.float32, device=origins.device).expand_as(z)
-    y = up_t - (up_t * z).sum(-1, keepdim=True) * z
-    y_norm = y.norm(dim=-1, keepdim=True)
-    if bool((y_norm < 1e-6).any()):
-        raise ValueError("a view direction is parallel to `up`; pass another `up` vector")
-    y = -y / y_norm
-    x = torch.cross(y, z, dim=-1)
+    up_t = torch.tensor(up, dtype=torch.float32, device=origins.device).expand_as(origins)
+    x, y, z = orientation(targets.float() - origins, up_t)
     return ProjectiveCamera(
         origin=origins, x=x, y=y, z=z, width=width, height=height, x_fov=fov, y_fov=fov
     )
+
+
+def pixel_coords(width: int, height: int, device: Device = None) -> torch.Tensor:
+    """Pixel coordinates `[height * width, 2]` as (col, row), int64, in row-major pixel order."""
+    index = torch.arange(height * width, device=device)
+    return torch.stack([index % width, torch.div(index, width, rounding_mode="floor")], dim=1)
+
+
+def normalize(vec: torch.Tensor) -> torch.Tensor:
+    """`vec [..., D]` scaled to unit length along the last axis."""
+    return vec / torch.linalg.norm(vec, dim=-1, keepdim=True)
+
+
+def project_out(vec1: torch.Tensor, vec2: torch.Tensor) -> torch.Tensor:
+    """`vec1 [..., D]` without its component along `vec2 [..., D]` (which need not be unit length)."""
+    vec2 = normalize(vec2)
+    return vec1 - (vec1 * vec2).sum(dim=-1, keepdim=True) * vec2
+
+
+def orientation(toward: torch.Tensor, up: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The camera frame looking along `toward [..., 3]` with world `up [..., 3]` (docs/behaviour.md#cameras).
+
+    z = toward / |toward| (forward); y = -normalize(up without its part along z) (image down);
+    x = y cross z (image right). Returns x, y, z, each `[..., 3]`. A zero `toward`, or one parallel
+    to `up`, has no frame: ValueError.
+    """
+    if toward.shape != up.shape or toward.shape[-1:] != (3,):
+        raise ValueError(f"toward and up must both be [..., 3], got {tuple(toward.shape)} and {tuple(up.shape)}")
+    if bool((torch.linalg.norm(toward, dim=-1) == 0).any()):
+        raise ValueError("every view direction (toward, or target - origin) must be non-zero")
+    z = normalize(toward)
+    y = project_out(up, toward)
+    if bool((torch.linalg.norm(y, dim=-1) < 1e-6).any()):
+        raise ValueError("a view direction is parallel to `up`; pass another `up` vector")
+    y = -normalize(y)
+    return torch.cross(y, z, dim=-1), y, z
 
 
 def _describe(value: object) -> str:

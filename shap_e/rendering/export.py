@@ -18,6 +18,7 @@ from PIL import Image
 from shap_e.rendering.mesh import FORMATS, UP_AXES, TriMesh, to_y_up
 from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.util.atomic import write_atomic
+from shap_e.util.checks import check_finite
 
 __all__ = [
     "FORMATS",
@@ -51,6 +52,7 @@ def _tri_mesh(mesh: Union[TorchMesh, TriMesh]) -> TriMesh:
     tri = mesh.tri_mesh() if isinstance(mesh, TorchMesh) else mesh
     if not isinstance(tri, TriMesh):
         raise ValueError(f"mesh must be a TorchMesh or TriMesh, got {type(mesh).__name__}")
+    tri.check_finite("refusing to texture or write it")
     return tri
 
 
@@ -225,6 +227,7 @@ def _call_color_fn(color_fn: ColorFn, points: torch.Tensor) -> torch.Tensor:
     colors = torch.as_tensor(color_fn(points)).detach().float().cpu()
     if colors.shape != points.shape:
         raise ValueError(f"color_fn must return [P, 3] colours for [P, 3] points, got {tuple(colors.shape)}")
+    check_finite(colors, "the texture colours", "the texture was not written; check the latent and the model")
     return colors.clamp(0, 1)
 
 

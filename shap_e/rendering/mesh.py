@@ -17,6 +17,7 @@ import numpy as np
 
 from shap_e.rendering.ply_util import ply_bytes
 from shap_e.util.atomic import write_atomic
+from shap_e.util.errors import NonFiniteError
 
 if TYPE_CHECKING:
     import trimesh
@@ -121,6 +122,16 @@ class TriMesh:
         text = self.obj_text()
         raw_f.write(text if isinstance(raw_f, io.TextIOBase) else text.encode("utf-8"))
 
+    def check_finite(self, consequence: str) -> None:
+        """Raise NonFiniteError (ending in `consequence`) when a vertex position, normal or channel
+        holds NaN or infinity: such a file would be invalid (glTF forbids it) or garbage."""
+        arrays = {"vertex positions": self.verts, "normals": self.normals,
+                  **{f"vertex channel {k}": v for k, v in (self.vertex_channels or {}).items()},
+                  **{f"face channel {k}": v for k, v in (self.face_channels or {}).items()}}
+        for name, values in arrays.items():
+            if values is not None and not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+                raise NonFiniteError(f"the mesh's {name} hold NaN or infinite values; {consequence}", stage="mesh")
+
     def to_trimesh(self) -> "trimesh.Trimesh":
         """A `trimesh.Trimesh` (unprocessed: same vertex order) with uint8 linear vertex colours if present."""
         # Imported here: trimesh takes ~0.7 s to import and only export paths need it.
@@ -152,6 +163,7 @@ class TriMesh:
         stream = hasattr(f, "write")
         format = _resolve_format(None if stream else Path(f), format)
         name = getattr(f, "name", "the stream") if stream else Path(f)
+        self.check_finite(f"refusing to write {name}")
         if format == ARRAY_FORMAT:
             data = self.npz_bytes()
         else:

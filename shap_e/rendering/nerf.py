@@ -15,6 +15,7 @@ from shap_e.rendering.volume import BoundingBox, RayRange, intersect_box
 from shap_e.util.rng import draw_device
 
 __all__ = [
+    "DEPTH_MODES",
     "FieldFn",
     "Integral",
     "RayRender",
@@ -24,6 +25,7 @@ __all__ = [
     "importance_samples",
     "render_rays",
     "sample_pmf",
+    "z_depth",
 ]
 
 COARSE_HEADS = ("density_coarse", "color_coarse")
@@ -67,15 +69,34 @@ class RayRender:
     raw_density: torch.Tensor
 
 
+DEPTH_MODES = ("linear", "geometric", "harmonic")
+
+
 def stratified_samples(
-    ray_range: RayRange, n_samples: int, generator: Optional[torch.Generator] = None
+    ray_range: RayRange,
+    n_samples: int,
+    generator: Optional[torch.Generator] = None,
+    depth_mode: str = "linear",
+    epsilon: float = 1e-3,
 ) -> torch.Tensor:
-    """One jittered sample per equal stratum of `[t0, t1]` -> ts `[batch, n_rays, n_samples, 1]`."""
+    """One jittered sample per stratum of `[t0, t1]` -> ts `[batch, n_rays, n_samples, 1]`.
+
+    depth_mode: the strata are equal in t ("linear"), in log t ("geometric") or in 1 / t
+    ("harmonic", denser near the camera); the last two clamp t0 and t1 to at least `epsilon`.
+    """
+    if depth_mode not in DEPTH_MODES:
+        raise ValueError(f"depth_mode must be one of {DEPTH_MODES}, got {depth_mode!r}")
     s = torch.linspace(0, 1, n_samples, dtype=ray_range.t0.dtype, device=ray_range.t0.device)
-    ts = ray_range.t0 * (1 - s) + ray_range.t1 * s  # [batch, n_rays, n_samples]
+    t0, t1 = ray_range.t0, ray_range.t1
+    if depth_mode == "linear":
+        ts = t0 * (1 - s) + t1 * s  # [batch, n_rays, n_samples]
+    elif depth_mode == "geometric":
+        ts = (t0.clamp(epsilon).log() * (1 - s) + t1.clamp(epsilon).log() * s).exp()
+    else:
+        ts = 1.0 / (1.0 / t0.clamp(epsilon) * (1 - s) + 1.0 / t1.clamp(epsilon) * s)
     mids = 0.5 * (ts[..., 1:] + ts[..., :-1])
-    upper = torch.cat([mids, ray_range.t1], dim=-1)
-    lower = torch.cat([ray_range.t0, mids], dim=-1)
+    upper = torch.cat([mids, t1], dim=-1)
+    lower = torch.cat([t0, mids], dim=-1)
     u = torch.rand(ts.shape, generator=generator, dtype=ts.dtype,
                    device=draw_device(generator, ts.device)).to(ts.device)
     return (lower + (upper - lower) * u).unsqueeze(-1)
@@ -252,3 +273,14 @@ def render_rays(
         raw_signed_distance=fine_out.sdf.view(batch, n_rays, -1),
         raw_density=fine_out.density_fine.view(batch, n_rays, -1),
     )
+
+
+def z_depth(distances: torch.Tensor, rays: torch.Tensor, z: torch.Tensor, pixels_per_view: int) -> torch.Tensor:
+    """Camera z-depth `[batch, n_rays, 1]` of the points at `distances [batch, n_rays, 1]` along
+    `rays [batch, n_rays, 2, 3]`, where ray `i` of batch element `b` belongs to view
+    `b * views + i // pixels_per_view` whose forward axis is `z [batch * views, 3]`."""
+    batch = rays.shape[0]
+    z = z.to(rays.device)
+    z = z / z.norm(dim=-1, keepdim=True)
+    z = z.view(batch, -1, 1, 3).expand(-1, -1, pixels_per_view, -1).reshape(batch, -1, 3)
+    return distances * (rays[..., 1, :] * z).sum(dim=-1, keepdim=True)

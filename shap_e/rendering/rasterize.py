@@ -13,7 +13,7 @@ lower face index, so the result is deterministic). Triangles are processed in ch
 """
 import math
 from dataclasses import dataclass
-from typing import Sequence, Tuple
+from typing import Sequence, Tuple, Union
 
 import torch
 
@@ -214,22 +214,25 @@ def shade_vertex_colors(
     faces: torch.Tensor,
     colors: torch.Tensor,
     light_direction: Sequence[float] = STF_LIGHT_DIRECTION,
-    ambient: float = 0.3,
-    diffuse: float = 0.7,
+    ambient: Union[float, Sequence[float]] = 0.3,
+    diffuse: Union[float, Sequence[float]] = 0.7,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Flat, two-sided diffuse shading: `color * (ambient + diffuse * |n . l|)`
     (docs/behaviour.md#vertex-colours-and-shading).
 
-    colors: `[V, 3]` per-vertex colours (any space; shading is applied to them as given).
+    colors: `[V, C]` per-vertex colours (any space; shading is applied to them as given).
     light_direction: a world-space direction (normalised here); the sign does not matter.
-    Returns `rgb [N, H, W, 3]` (zeros on background) and `alpha [N, H, W]` (1 where hit, else 0).
+    ambient, diffuse: one intensity, or one per colour channel.
+    Returns `rgb [N, H, W, C]` (zeros on background) and `alpha [N, H, W]` (1 where hit, else 0).
     """
     light = torch.tensor(light_direction, dtype=torch.float32, device=verts.device)
     light = light / light.norm()
     lambert = (face_normals(verts.float(), faces) @ light).abs()  # [F]
-    brightness = ambient + diffuse * lambert
+    ambient = torch.as_tensor(ambient, dtype=torch.float32, device=verts.device).reshape(-1)
+    diffuse = torch.as_tensor(diffuse, dtype=torch.float32, device=verts.device).reshape(-1)
+    brightness = ambient + diffuse * lambert[:, None]  # [F, 1 or C]
     mask = fragments.mask
     rgb = interpolate_vertex_attributes(fragments, faces, colors.float())
-    shade = torch.zeros(mask.shape, dtype=rgb.dtype, device=rgb.device)
+    shade = torch.zeros(*mask.shape, brightness.shape[-1], dtype=rgb.dtype, device=rgb.device)
     shade[mask] = brightness[fragments.face_index[mask]]
-    return rgb * shade[..., None], mask.to(rgb.dtype)
+    return rgb * shade, mask.to(rgb.dtype)

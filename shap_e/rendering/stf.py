@@ -5,7 +5,7 @@ Pure functions; the field is any `FieldFn` (`shap_e.rendering.fields`), batched 
 import importlib.util
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -29,13 +29,20 @@ __all__ = [
     "check_vertex_placement",
     "VERTEX_PLACEMENTS",
     "color_meshes",
+    "extract_meshes",
+    "MESH_MODES",
     "render_mesh_views",
     "check_rasterizer",
 ]
 
 RASTERIZERS = ("torch", "pytorch3d")
+# "fast": narrow-band SDF grid, same mesh as "exact" on smooth fields (shap_e.rendering.sdf_band);
+# "exact": every grid sample queried, as the reference.
+MESH_MODES = ("fast", "exact")
+RGB = ("R", "G", "B")
 VERTEX_PLACEMENTS = ("reference", "sampled")
 _GEMM_ROWS = 64
+Shade = Union[float, Sequence[float]]  # one light intensity, or one per colour channel
 _NO_PYTORCH3D = (
     "rasterizer='pytorch3d' needs PyTorch3D, which is not importable (pip has no wheel for most "
     "platforms; build it from source), or use rasterizer='torch'"
@@ -76,7 +83,10 @@ def grid_points(index: torch.Tensor, grid_size: int, box: BoundingBox) -> torch.
 
 
 def query_sdf_grid(field: FieldFn, batch_size: int, grid_size: int, box: BoundingBox, chunk: int, device) -> SDFGrid:
-    """Evaluate SDF and density on the grid, `chunk` points per call (bounds peak memory)."""
+    """Evaluate SDF and density on the grid, `chunk` points per call (bounds peak memory).
+
+    A field without a density head (it returns None for it) gives `raw_density` None.
+    """
     n = grid_size**3
     sdf = torch.empty(batch_size, n, 1, device=device)
     density = torch.empty(batch_size, n, 1, device=device)
@@ -85,7 +95,10 @@ def query_sdf_grid(field: FieldFn, batch_size: int, grid_size: int, box: Boundin
         points = grid_points(index, grid_size, box).unsqueeze(0).expand(batch_size, -1, -1)
         out = field(points, None, ("sdf", "density_fine"))
         sdf[:, start:start + len(index)] = out.sdf
-        density[:, start:start + len(index)] = out.density_fine
+        if out.density_fine is None:
+            density = None
+        else:
+            density[:, start:start + len(index)] = out.density_fine
     cube = sdf.view(batch_size, grid_size, grid_size, grid_size)
     fields = torch.nn.functional.pad(cube, (1, 1, 1, 1, 1, 1), value=-1.0)
     return SDFGrid(fields=fields, raw_signed_distance=sdf, raw_density=density)
@@ -156,35 +169,76 @@ def check_vertex_placement(vertex_placement: str) -> None:
         raise ValueError(f"vertex_placement must be one of {VERTEX_PLACEMENTS}, got {vertex_placement!r}")
 
 
-def color_meshes(field: FieldFn, meshes: List[TorchMesh], chunk: int) -> List[TorchMesh]:
-    """Add linear `R, G, B` vertex channels from the STF colour head (sRGB in the field)."""
+def color_meshes(
+    field: FieldFn, meshes: List[TorchMesh], chunk: int, channels: Sequence[str] = RGB, srgb: bool = True
+) -> List[TorchMesh]:
+    """Add vertex channels named `channels` from the STF colour head (`[..., len(channels)]`),
+    converted sRGB -> linear when `srgb` (the release's field is sRGB)."""
     n_max = max(len(m.verts) for m in meshes)
     device = meshes[0].verts.device
     # Pad every mesh to the same vertex count so that one batched query serves all of them.
     points = torch.zeros(len(meshes), n_max, 3, device=device)
     for b, mesh in enumerate(meshes):
         points[b, : len(mesh.verts)] = mesh.verts
-    colors = torch.empty(len(meshes), n_max, 3, device=device)
+    colors = torch.empty(len(meshes), n_max, len(channels), device=device)
     for start in range(0, n_max, chunk):
         colors[:, start:start + chunk] = field(points[:, start:start + chunk], None, ("color_stf",)).color_stf
-    colors = srgb_to_linear(colors)
+    if srgb:
+        colors = srgb_to_linear(colors)
     return [
         TorchMesh(
             verts=mesh.verts,
             faces=mesh.faces,
-            vertex_channels={c: colors[b, : len(mesh.verts), i] for i, c in enumerate("RGB")},
+            vertex_channels={c: colors[b, : len(mesh.verts), i] for i, c in enumerate(channels)},
         )
         for b, mesh in enumerate(meshes)
     ]
 
 
+def extract_meshes(
+    field: FieldFn,
+    batch_size: int,
+    grid_size: int,
+    box: BoundingBox,
+    chunk: int,
+    mesh_mode: str = "exact",
+    vertex_placement: str = "reference",
+    channels: Sequence[str] = RGB,
+    srgb: bool = True,
+) -> Tuple[SDFGrid, List[TorchMesh], torch.Tensor]:
+    """SDF grid -> marching cubes -> coloured meshes (docs/behaviour.md#stf-meshes), `chunk` points per query.
+
+    mesh_mode: "exact" samples the whole grid; "fast" only a band around the surface (same mesh;
+    the whole grid after all where a batch element has no surface, whose placeholder mesh sits
+    at the mean of the whole field). Returns the grid, the meshes and `mesh_mask [batch]`.
+    """
+    if mesh_mode not in MESH_MODES:
+        raise ValueError(f"mesh_mode must be one of {MESH_MODES}, got {mesh_mode!r}")
+    device = box.bbox_min.device
+    args = (field, batch_size, grid_size, box, chunk, device)
+    grid = query_sdf_band(*args) if mesh_mode == "fast" else query_sdf_grid(*args)
+    meshes, mesh_mask = meshes_from_fields(grid.fields, box, vertex_placement)
+    if mesh_mode == "fast" and not bool(mesh_mask.all()):
+        grid = query_sdf_grid(*args)
+        meshes, mesh_mask = meshes_from_fields(grid.fields, box, vertex_placement)
+    return grid, color_meshes(field, meshes, chunk, channels, srgb), mesh_mask
+
+
 def render_mesh_views(
-    meshes: List[TorchMesh], mesh_mask: torch.Tensor, cameras: ProjectiveCamera, rasterizer: str = "torch"
+    meshes: List[TorchMesh],
+    mesh_mask: torch.Tensor,
+    cameras: ProjectiveCamera,
+    rasterizer: str = "torch",
+    channels: Sequence[str] = RGB,
+    ambient: Shade = 0.3,
+    diffuse: Shade = 0.7,
+    srgb: bool = True,
 ) -> MeshViews:
     """Shade mesh `b` in the views `cameras[b]` (cameras.shape = `(batch, *inner)`).
 
-    colour = vertex colour x (0.3 + 0.7 |n . l|) (two-sided light), converted linear -> sRGB,
-    then `channels = colour * alpha * 255`. Meshes with `mesh_mask` False render empty.
+    colour = vertex colour x (ambient + diffuse |n . l|) (two-sided light; a float or one value
+    per channel), converted linear -> sRGB when `srgb`, then `channels = colour * alpha * 255`.
+    Meshes with `mesh_mask` False render empty.
     """
     check_rasterizer(rasterizer)
     batch, *inner = cameras.shape
@@ -194,19 +248,19 @@ def render_mesh_views(
     colors, alphas = [], []
     for b, mesh in enumerate(meshes):
         views = _camera_slice(cameras, b * per_mesh, (b + 1) * per_mesh)
-        rgb = torch.stack([mesh.vertex_channels[c] for c in "RGB"], dim=-1)
+        rgb = torch.stack([mesh.vertex_channels[c] for c in channels], dim=-1)
         if rasterizer == "torch":
             fragments = rasterize(mesh.verts, mesh.faces, views)
-            color, alpha = shade_vertex_colors(fragments, mesh.verts, mesh.faces, rgb)
+            color, alpha = shade_vertex_colors(fragments, mesh.verts, mesh.faces, rgb, ambient=ambient, diffuse=diffuse)
         else:
-            color, alpha = _render_pytorch3d(mesh.verts, mesh.faces, rgb, views)
+            color, alpha = _render_pytorch3d(mesh.verts, mesh.faces, rgb, views, ambient, diffuse)
         alpha = alpha * mesh_mask[b].to(alpha)
-        colors.append(linear_to_srgb(color))
+        colors.append(linear_to_srgb(color) if srgb else color)
         alphas.append(alpha[..., None])
     color, alpha = torch.stack(colors), torch.stack(alphas)
     shape = (batch, *inner, cameras.height, cameras.width)
     return MeshViews(
-        channels=(color * alpha * 255).reshape(*shape, 3),
+        channels=(color * alpha * 255).reshape(*shape, len(channels)),
         transmittance=(1 - alpha).reshape(*shape, 1),
     )
 
@@ -227,7 +281,9 @@ def _camera_slice(cameras: ProjectiveCamera, start: int, stop: int) -> Projectiv
     )
 
 
-def _render_pytorch3d(verts, faces, rgb, cameras: ProjectiveCamera) -> Tuple[torch.Tensor, torch.Tensor]:
+def _render_pytorch3d(
+    verts, faces, rgb, cameras: ProjectiveCamera, ambient: Shade = 0.3, diffuse: Shade = 0.7
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """The reference's GPU path (docs/behaviour.md#vertex-colours-and-shading): PyTorch3D soft Phong
     shading, hard in practice.
 
@@ -260,7 +316,7 @@ def _render_pytorch3d(verts, faces, rgb, cameras: ProjectiveCamera) -> Tuple[tor
         max_faces_per_bin=100_000, perspective_correct=False,
     )
     lights = TwoSidedLights(
-        ambient_color=((0.3,) * 3,), diffuse_color=((0.7,) * 3,), specular_color=((0.0,) * 3,),
+        ambient_color=(_rgb(ambient),), diffuse_color=(_rgb(diffuse),), specular_color=((0.0,) * 3,),
         direction=(STF_LIGHT_DIRECTION,), device=device,
     )
     shader = p3r.SoftPhongShader(
@@ -271,3 +327,7 @@ def _render_pytorch3d(verts, faces, rgb, cameras: ProjectiveCamera) -> Tuple[tor
     meshes = Meshes(verts=[verts] * n, faces=[faces] * n, textures=p3r.TexturesVertex([rgb] * n))
     images = renderer(meshes)
     return images[..., :3], images[..., 3]
+
+
+def _rgb(value: Shade) -> Tuple[float, ...]:
+    return (float(value),) * 3 if isinstance(value, (int, float)) else tuple(float(v) for v in value)

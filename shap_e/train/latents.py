@@ -71,7 +71,7 @@ def encode_assets(
             device, model_path=path, random_sample_count=2**14, seed=seed, cache_dir=cache_dir,
             **encoder.batch_options(),
         )
-        latents.append(encoder.encode_to_bottleneck(batch, torch.Generator(device=device).manual_seed(seed))[0].cpu())
+        latents.append(encoder.encode_to_bottleneck(batch, generator=torch.Generator(device=device).manual_seed(seed))[0].cpu())
     return torch.stack(latents)
 
 

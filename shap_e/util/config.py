@@ -6,13 +6,18 @@ errors: an unknown key names the valid ones, a bad device says what would work.
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
 
 import torch
 import torch.nn as nn
 import yaml
 
-__all__ = ["ConfigLike", "check_keys", "read_config", "resolve_device", "settings_of", "skip_weight_init"]
+from shap_e.util.errors import DeviceUnavailableError, InvalidArgumentError
+
+__all__ = [
+    "ConfigLike", "available_devices", "check_device_available", "check_keys", "read_config", "resolve_device",
+    "settings_of", "skip_weight_init",
+]
 
 ConfigLike = Union[Mapping[str, Any], str, Path]
 T = TypeVar("T")
@@ -70,12 +75,43 @@ def settings_of(config: Mapping[str, Any], key: str, settings_class: Callable[..
 
 
 def resolve_device(device: Optional[Union[str, torch.device]]) -> Optional[torch.device]:
-    """Validate a device argument early, with a message that says what would work."""
-    if device is None or isinstance(device, torch.device):
-        return device
-    try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(
-            f"device={device!r} is not a valid device; use 'cpu', 'cuda', 'cuda:0' or 'mps'"
-        ) from e
+    """Validate a device argument early: a valid name of a device this machine has.
+
+    Raises InvalidArgumentError for a malformed name and DeviceUnavailableError for a device that is
+    not here (naming the ones that are). None stays None.
+    """
+    if device is None:
+        return None
+    if not isinstance(device, torch.device):
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as e:
+            raise InvalidArgumentError(
+                f"device={device!r} is not a valid device; use 'cpu', 'cuda', 'cuda:0' or 'mps'"
+            ) from e
+    check_device_available(device)
+    return device
+
+
+def available_devices() -> List[str]:
+    """The devices this machine has: `cpu`, then `cuda:0`, `cuda:1`, ... and `mps` where present."""
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def check_device_available(device: torch.device) -> None:
+    """Raise DeviceUnavailableError naming `device` and the available ones unless this machine has it."""
+    available = available_devices()
+    if device.type == "cpu" or (device.type == "mps" and "mps" in available):
+        return
+    if device.type == "cuda" and torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count():
+        return
+    if device.type in ("cuda", "mps", "cpu"):
+        raise DeviceUnavailableError(
+            f"device {str(device)!r} is not available on this machine; available: {', '.join(available)}"
+        )

@@ -2,6 +2,8 @@
 import sys
 import warnings
 
+from shap_e.util.checks import shorten
+
 __all__ = ["PromptTruncatedWarning", "warn_truncated_prompt"]
 
 
@@ -17,7 +19,7 @@ def warn_truncated_prompt(text: str, dropped: str, kept_tokens: int, reader: str
     start = text if len(text) <= 40 else text[:40] + "..."
     warnings.warn(
         f"{reader} reads the first {kept_tokens} tokens of a prompt; the end of {start!r} does not reach "
-        f"the prior: {dropped.strip()!r}. Put what matters first or shorten the prompt.",
+        f"the prior: {shorten(dropped.strip(), 80)!r}. Put what matters first or shorten the prompt.",
         PromptTruncatedWarning,
         stacklevel=_stacklevel_outside_package(),
     )

@@ -89,6 +89,10 @@ def test_decode_command_writes_a_mesh_from_a_latent(tiny_models, golden):
             "--grid-size", "16", "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
     assert main(argv) == 0
     assert (out / "mesh.ply").read_bytes().startswith(b"ply\n")
+    assert {p.name for p in out.iterdir()} == {"mesh.ply", "latent.pt", "meta.json"}  # a sample folder, as text writes
+    assert torch.equal(torch.load(out / "latent.pt", weights_only=True), latent)
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["latent"], meta["decoder"], meta["grid_size"]) == ("latent.pt", "tiny-xm", 16)
     sampled = tiny_models / "sampled"
     assert main(argv[:3] + [str(sampled)] + argv[4:] + ["--vertex-placement", "sampled"]) == 0
     import trimesh
@@ -110,7 +114,7 @@ def test_encode_command_refines_on_request(tiny_models, tmp_path, capsys):
     plain, refined = (torch.load(tmp_path / f"{n}.pt", weights_only=True) for n in ("plain", "refined"))
     assert plain.shape == refined.shape and not torch.equal(plain, refined)
     assert main(base + ["-o", str(tmp_path / "x.pt"), "--refine-steps", "-2"]) == 2
-    assert "--refine-steps must be at least 0" in capsys.readouterr().err
+    assert "--refine-steps must be an integer in [0, 100000], got -2" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -129,6 +133,46 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys, tmp_path
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_picture_with_transparency_is_read_on_white(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from shap_e.cli.generate import read_image
+
+    pixels = np.zeros((4, 4, 4), np.uint8)
+    pixels[1:3, 1:3] = (200, 30, 30, 255)
+    pixels[0, 0] = (0, 0, 255, 128)  # half transparent blue over white
+    Image.fromarray(pixels).save(tmp_path / "rgba.png")
+    rgb = np.asarray(read_image(str(tmp_path / "rgba.png")))
+    assert rgb.shape == (4, 4, 3)
+    assert tuple(rgb[3, 3]) == (255, 255, 255) and tuple(rgb[1, 1]) == (200, 30, 30)
+    assert tuple(rgb[0, 0]) == (127, 127, 255)
+
+
+@pytest.mark.slow
+def test_text_starts_from_an_init_latent_at_the_given_strength(tiny_models, golden, capsys):
+    latent = golden("f")["inputs"]["latent"][0]
+    torch.save(latent, tiny_models / "start.pt")
+    torch.save(-latent, tiny_models / "opposite.pt")
+    common = ["text", "a red cube", "--model", "tiny-text", "--steps", "8", "--format", "ply", "--grid-size", "16",
+              "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
+    assert main(common + ["--init-latent", str(tiny_models / "start.pt"), "-o", str(tiny_models / "x")]) == 2
+    assert "--init-latent needs --init-strength in (0, 1]" in capsys.readouterr().err
+    for start in ("start", "opposite"):
+        argv = common + ["--init-latent", str(tiny_models / f"{start}.pt"), "--init-strength", "0.25"]
+        assert main(argv + ["-o", str(tiny_models / start)]) == 0
+        assert "| 2/2 [" in capsys.readouterr().err  # the last quarter of the 8 steps
+    meta = json.loads((tiny_models / "start" / "a_red_cube_seed0" / "meta.json").read_text())
+    assert (meta["init_latent"], meta["init_strength"]) == ("start.pt", 0.25)
+    samples = [torch.load(tiny_models / s / "a_red_cube_seed0" / "latent.pt", weights_only=True)
+               for s in ("start", "opposite")]
+    assert not torch.equal(*samples)
+    torch.save(torch.zeros(7), tiny_models / "wrong.pt")
+    assert main(common + ["--init-latent", str(tiny_models / "wrong.pt"), "--init-strength", "0.5",
+                          "-o", str(tiny_models / "y")]) == 2
+    assert "init_latent must be" in capsys.readouterr().err
 
 
 def test_an_image_that_is_not_an_image_is_rejected(tmp_path, capsys):
@@ -286,3 +330,64 @@ def test_image_sampling_starts_from_the_latent_head_at_the_recommended_strength(
     assert "needs a prior with a latent head; 'tiny-image-nohead' has none" in capsys.readouterr().err
     assert main(common + ["--model", "tiny-image", "--init-strength", "0", "-o", str(tiny_models / "y")]) == 2
     assert "--init-strength must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_int8_precision_samples_close_to_float32_and_records_it_in_meta(tiny_models, capsys):
+    base = ["text", "a red cube", "--model", "tiny-text", "--steps", "8", "--format", "ply", "--grid-size", "16",
+            "--device", "cpu", "--cache-dir", str(tiny_models / "cache")]
+    assert main(base + ["-o", str(tiny_models / "fp32")]) == 0
+    assert main(base + ["-o", str(tiny_models / "int8"), "--precision", "int8"]) == 0
+    assert "loaded tiny-text (int8)" in capsys.readouterr().err
+    meta = json.loads((tiny_models / "int8" / "a_red_cube_seed0" / "meta.json").read_text())
+    assert meta["precision"] == "int8"
+    a, b = (torch.load(tiny_models / d / "a_red_cube_seed0" / "latent.pt", weights_only=True) for d in ("int8", "fp32"))
+    assert 0 < float((a - b).norm() / b.norm()) < 0.2
+
+
+def test_int8_precision_refuses_a_half_dtype(capsys):
+    assert main(["text", "a cube", "--precision", "int8", "--dtype", "bfloat16", "--device", "cpu"]) == 2
+    assert "--precision int8 computes around its int8 products in float32; drop --dtype bfloat16" in capsys.readouterr().err
+
+
+def test_text_frees_clip_before_sampling_and_decodes_with_the_transmitters_decoder_part(tiny_models, monkeypatch):
+    import shap_e.diffusion.sample as sample_module
+    import shap_e.models.decode as decode_module
+    from shap_e.models import clip as clip_module
+    from shap_e.models.transmitter.base import ChannelsDecoder
+
+    seen = {}
+    sample_latents, load_decoder = sample_module.sample_latents, decode_module.load_decoder
+
+    def sample_spy(*args, **kwargs):
+        seen["clip_towers"] = [c._text for c in clip_module._DEFAULT_CLIPS.values()]
+        return sample_latents(*args, **kwargs)
+
+    def decoder_spy(*args, **kwargs):
+        seen["decoder"] = load_decoder(*args, **kwargs)
+        return seen["decoder"]
+
+    monkeypatch.setattr(sample_module, "sample_latents", sample_spy)
+    monkeypatch.setattr(decode_module, "load_decoder", decoder_spy)
+    monkeypatch.setattr(clip_module, "_DEFAULT_CLIPS", {})
+    argv = ["text", "a red cube", "--model", "tiny-text", "--steps", "4", "--format", "ply", "--grid-size", "16",
+            "--device", "cpu", "--cache-dir", str(tiny_models / "cache"), "-o", str(tiny_models / "out")]
+    assert main(argv) == 0
+    assert seen["clip_towers"] == [None]  # CLIP embedded the prompt, then was freed before sampling
+    assert isinstance(seen["decoder"], ChannelsDecoder)  # tiny-xm is a Transmitter: only its decoder part loads
+    meta = json.loads((tiny_models / "out" / "a_red_cube_seed0" / "meta.json").read_text())
+    assert meta["decoder"] == "tiny-xm"
+
+
+def test_a_decoder_that_cannot_be_fetched_fails_before_sampling(tiny_models, monkeypatch, capsys):
+    import dataclasses
+
+    import shap_e.diffusion.sample as sample_module
+
+    spec = registry.MODELS["tiny-xm"]
+    monkeypatch.setitem(registry.MODELS, "tiny-xm", dataclasses.replace(spec, url=(tiny_models / "gone.pt").as_uri()))
+    monkeypatch.setattr(sample_module, "sample_latents", lambda **kwargs: pytest.fail("sampled before the decoder"))
+    argv = ["text", "a red cube", "--model", "tiny-text", "--device", "cpu", "--cache-dir", str(tiny_models / "empty"),
+            "-o", str(tiny_models / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the decoder 'tiny-xm' is needed and not cached: cannot download" in err and "Traceback" not in err

@@ -109,9 +109,9 @@ def test_latents_command_refines_with_the_supervision_cache_and_rejects_negative
     assert plain.shape == refined.shape and not torch.allclose(plain, refined)
     assert len(list((tmp_path / "cache").glob("targets_*.pt"))) == 2
     assert main(base + ["-o", str(tmp_path / "x.safetensors"), "--refine-steps", "-1"]) == 2
-    assert "--refine-steps must be at least 0" in capsys.readouterr().err
+    assert "--refine-steps must be an integer in [0, 100000], got -1" in capsys.readouterr().err
     assert main(base + ["-o", str(tmp_path / "x.safetensors"), "--refine-steps", "2", "--workers", "0"]) == 2
-    assert "--workers must be at least 1, got 0" in capsys.readouterr().err
+    assert "--workers must be an integer in [1, 256], got 0" in capsys.readouterr().err
 
 
 def test_latents_command_encodes_with_the_registered_weights_of_a_registry_name(tmp_path):

@@ -104,7 +104,33 @@ def test_sdedit_starts_from_noised_init_latent_at_the_strength_index(diffusion):
     assert out.shape == (2, 4)
 
 
-def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diffusion, emb4):
+def test_callback_sees_every_step_with_the_step_count_and_an_sdedit_start_runs_fewer_steps(diffusion):
+    seen = []
+    _sample(CountingModel(), diffusion, torch.ones(2, 3), generator=_seeds(0, 1), callback=seen.append)
+    assert [(info["i"], info["steps"]) for info in seen] == [(i, 8) for i in range(8)]
+    assert seen[0]["x"].shape == seen[0]["denoised"].shape == (2, 4)
+    seen.clear()
+    _sample(CountingModel(), diffusion, torch.ones(2, 3), init_latent=torch.zeros(2, 4), strength=0.5,
+            callback=seen.append)
+    assert [(info["i"], info["steps"]) for info in seen] == [(i, 4) for i in range(4)]
+
+
+def test_an_exception_raised_by_the_callback_stops_sampling_between_steps(diffusion):
+    class Stop(Exception):
+        pass
+
+    def stop_after_third(info):
+        if info["i"] == 2:
+            raise Stop
+
+    model = CountingModel()
+    with pytest.raises(Stop):
+        _sample(model, diffusion, torch.ones(2, 3), sampler="euler", callback=stop_after_third)
+    assert len(model.inputs) == 3  # one Euler evaluation per step, none after the callback raised
+
+
+def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diffusion, emb4, monkeypatch):
+    monkeypatch.setattr("shap_e.diffusion.sample.native_bf16", lambda device: True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = sample_latents(
@@ -117,6 +143,18 @@ def test_use_fp16_on_cpu_warns_and_runs_bfloat16_with_float32_output(model, diff
                         generator=torch.Generator().manual_seed(0))
     assert out.dtype == torch.float32
     assert 0 < (out - reference).abs().max() < 3.0
+
+
+def test_use_fp16_on_a_cpu_without_native_bfloat16_runs_float32_exactly(model, diffusion, emb4, monkeypatch):
+    monkeypatch.setattr("shap_e.diffusion.sample.native_bf16", lambda device: False)
+    with pytest.warns(UserWarning, match="float32"):
+        out = sample_latents(
+            batch_size=2, model=model, diffusion=diffusion, model_kwargs=dict(embeddings=emb4[:2]),
+            guidance_scale=3.0, clip_denoised=True, use_fp16=True, use_karras=True, karras_steps=4,
+            sigma_min=1e-3, sigma_max=160, s_churn=0.0, generator=torch.Generator().manual_seed(0),
+        )
+    reference = _sample(model, diffusion, emb4[:2], steps=4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(out, reference)
 
 
 def test_ddpm_path_guides_with_batch_rows_unless_legacy(model, d):
@@ -146,6 +184,7 @@ def test_ddpm_path_guides_with_batch_rows_unless_legacy(model, d):
         (dict(guidance_max_sigma=0.0), "guidance_max_sigma must be a positive number"),
         (dict(guidance_max_sigma="5"), "guidance_max_sigma must be a positive number"),
         (dict(guidance_max_sigma=5.0, use_karras=False), "guidance_max_sigma needs use_karras=True"),
+        (dict(callback=print, use_karras=False), "callback needs use_karras=True"),
     ],
 )
 def test_invalid_arguments_raise_before_any_model_call(diffusion, emb4, change, match):

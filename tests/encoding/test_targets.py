@@ -81,3 +81,18 @@ def test_near_points_of_a_box_get_exact_distances_at_every_sigma(tmp_path):
     assert (torch.sign(targets.sdf_values) == torch.sign(analytic))[analytic.abs() > 1e-3].all()
     offsets = [(targets.sdf_values[i::3]).abs().median() for i in range(3)]
     assert offsets[0] < 0.006 < offsets[1] < 0.06 < offsets[2]
+
+
+def test_the_inside_test_of_a_large_mesh_shows_progress(capsys, monkeypatch):
+    import trimesh
+
+    import shap_e.encoding.targets as targets
+
+    box = trimesh.creation.box()
+    verts, faces = torch.tensor(box.vertices, dtype=torch.float32), torch.tensor(box.faces)
+    points = torch.rand(64, 3) * 2 - 1
+    quiet = targets.winding_number(points, verts, faces, progress=True)
+    assert "inside test" not in capsys.readouterr().err  # 768 pairs: too little work for a bar
+    monkeypatch.setattr(targets, "PROGRESS_PAIRS", 100)
+    shown = targets.winding_number(points, verts, faces, progress=True)
+    assert "inside test" in capsys.readouterr().err and torch.equal(quiet, shown)

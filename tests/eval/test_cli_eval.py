@@ -8,6 +8,7 @@ import yaml
 from safetensors.torch import save_file
 
 from shap_e.cli import CliError
+from shap_e.util.errors import InvalidArgumentError
 from shap_e.cli import eval as eval_cli
 from shap_e.models import registry
 
@@ -117,16 +118,16 @@ def test_eval_classifier_scores_ground_truth(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["-n", "0"], "-n must be at least 1"),
+    (["-n", "0"], r"-n must be an integer in \[1, 100000\], got 0"),
     (["-o", "results.txt"], "--output must end in .json"),
     (["--steps", "1"], "--steps"),
-    (["--refine-steps", "-1"], "--refine-steps must be at least 0"),
-    (["--grid-size", "4"], "--grid-size must be at least 8"),
-    (["--batch", "0"], "--batch must be at least 1"),
+    (["--refine-steps", "-1"], r"--refine-steps must be an integer in \[0, 100000\], got -1"),
+    (["--grid-size", "4"], "--grid-size"),
+    (["--batch", "0"], r"--batch must be an integer in \[1, 10000\], got 0"),
 ])
 def test_eval_rejects_bad_arguments_in_one_line(argv, message):
     args = parse(["eval", "text"] + argv)
-    with pytest.raises(CliError, match=message):
+    with pytest.raises(InvalidArgumentError, match=message):  # CliError is one
         args.run(args)
 
 

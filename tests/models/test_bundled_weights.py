@@ -8,6 +8,7 @@ from safetensors.torch import save_file
 
 from shap_e.models import registry
 from shap_e.models.download import ChecksumError, load_model, weights_cached
+from shap_e.util.errors import CorruptFileError
 from shap_e.models.registry import ModelSpec
 
 
@@ -46,7 +47,7 @@ def test_missing_bundled_weights_name_the_path(bundled):
     spec, _ = bundled
     spec.bundled_weights.unlink()
     assert not weights_cached("tiny-bundled")
-    with pytest.raises(FileNotFoundError, match="bundled weights of 'tiny-bundled' are missing"):
+    with pytest.raises(CorruptFileError, match="bundled weights of 'tiny-bundled' are missing"):
         load_model("tiny-bundled")
 
 

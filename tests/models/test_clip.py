@@ -241,6 +241,19 @@ def test_towers_load_lazily_one_at_a_time(tiny_clip):
     assert not any(p.requires_grad for p in clip.text_model.parameters())
 
 
+def test_release_frees_the_towers_and_the_next_use_loads_them_again(tiny_clip, monkeypatch):
+    from shap_e.models import clip as clip_module
+
+    monkeypatch.setenv("SHAP_E_CLIP", str(tiny_clip[1]))
+    monkeypatch.setattr(clip_module, "_DEFAULT_CLIPS", {})
+    clip = clip_module.default_clip()
+    first = clip.embed_text(["a chair"])
+    clip.embed_images([None])
+    clip_module.release_default_clips()
+    assert clip._text is None and clip._vision is None
+    assert torch.equal(clip.embed_text(["a chair"]), first) and clip._vision is None
+
+
 def test_missing_clip_download_fails_fast_naming_the_cache(tmp_path):
     import huggingface_hub  # noqa: F401 (import time is not what is measured)
 

@@ -1,8 +1,10 @@
-"""Full-size models built from the shipped configs have exactly the official state-dict layout."""
+"""Models built from configs: the shipped full-size configs have exactly the official state-dict layout,
+and every official model name builds its class."""
 import hashlib
 from pathlib import Path
 
 import pytest
+import torch
 
 from shap_e.models.configs import model_from_config
 
@@ -70,8 +72,6 @@ def test_missing_config_file_is_named():
 
 
 def test_skip_weight_init_leaves_init_functions_restored_and_skips_randomness():
-    import torch
-
     from shap_e.util.config import skip_weight_init
 
     normal = torch.nn.init.normal_
@@ -102,3 +102,68 @@ def test_settings_of_builds_the_dataclass_from_a_mapping_and_names_the_key_when_
         settings_of({"fit": [1]}, "fit", Fit)
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['step'\] in the fit config; valid keys: \['lr', 'steps'\]"):
         settings_of({"fit": {"step": 7}}, "fit", Fit)
+
+
+SHAPES_RENDERER = "f"  # golden f's transmitter renderer: 4 meta layers of a 16-wide NeRSTF MLP
+TINY_TRUNK = {"width": 16, "layers": 1, "heads": 2}
+TINY_CONFIGS = {
+    "PointDiffusionTransformer": {"input_channels": 3, "output_channels": 6, "n_ctx": 5, **TINY_TRUNK},
+    "CLIPImagePointDiffusionTransformer": {"input_channels": 3, "output_channels": 6, "n_ctx": 5, **TINY_TRUNK},
+    "CLIPImageGridPointDiffusionTransformer": {"input_channels": 3, "output_channels": 6, "n_ctx": 5, **TINY_TRUNK},
+    "UpsamplePointDiffusionTransformer": {"input_channels": 3, "output_channels": 6, "n_ctx": 5, "cond_ctx": 4,
+                                          **TINY_TRUNK},
+    "CLIPImageGridUpsamplePointDiffusionTransformer": {"input_channels": 3, "output_channels": 6, "n_ctx": 5,
+                                                       "cond_ctx": 4, **TINY_TRUNK},
+    "PointDiffusionPerceiver": {"n_ctx": 5, "n_latent": 2, "width": 16, "encoder_layers": 1, "latent_layers": 1,
+                                "decoder_layers": 1, "heads": 2},
+    "PooledMLP": {"hidden_size": 8, "resblocks": 1},
+    "SplitVectorDiffusion": {"d_latent": 16, "latent_ctx": 4,
+                             "inner": {"name": "PointDiffusionTransformer", **TINY_TRUNK}},
+}
+ENCODERS = {
+    "PointCloudPerceiverChannelsEncoder": {"width": 16, "layers": 2, "heads": 2, "d_latent": 8, "data_ctx": 4,
+                                           "inner_batch_size": 8, "fps_method": "first"},
+    "PointCloudTransformerChannelsEncoder": {"width": 16, "layers": 1, "heads": 2, "d_latent": 8},
+    "PointCloudPerceiverEncoder": {"width": 16, "layers": 2, "heads": 2, "d_latent": 8, "latent_ctx": 2,
+                                   "data_ctx": 4, "inner_batch_size": 8, "fps_method": "first"},
+    "PointCloudTransformerEncoder": {"width": 16, "layers": 1, "heads": 2, "d_latent": 8, "latent_ctx": 2},
+    "MultiviewTransformerEncoder": {"width": 16, "layers": 1, "heads": 2, "d_latent": 8, "latent_ctx": 2,
+                                    "num_views": 2, "image_size": 16, "patch_size": 8},
+}
+
+
+@pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
+def test_every_generation_model_name_builds_its_official_class(name):
+    model = model_from_config({"name": name, **TINY_CONFIGS[name]})
+    assert type(model).__name__ == name
+
+
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+def test_every_encoder_name_builds_inside_a_transmitter(golden, name):
+    renderer = golden(SHAPES_RENDERER)["config"]["transmitter"]["renderer"]
+    params_proj = {"name": "channels"} if "Channels" in name else {"name": "linear"}
+    encoder = {"name": name, "params_proj": params_proj, **ENCODERS[name]}
+    model = model_from_config({"name": "Transmitter", "encoder": encoder, "renderer": renderer})
+    assert type(model.encoder).__name__ == name
+    assert set(model.encoder.param_shapes) == {f"nerstf.mlp.{i}.weight" for i in range(4)}
+
+
+def test_the_split_vector_diffusion_key_latent_ctx_is_the_token_count_n_ctx():
+    model = model_from_config({"name": "SplitVectorDiffusion", **TINY_CONFIGS["SplitVectorDiffusion"]})
+    assert model.n_ctx == 4 and model.wrapped.n_ctx == 4 and model.wrapped.input_channels == 4
+    out = model(torch.randn(2, 16), torch.tensor([1, 2]))
+    assert out.shape == (2, 32)
+
+
+def test_released_bottleneck_and_projection_options_come_from_the_config():
+    model = model_from_config(CONFIG_DIR / "transmitter_config.yaml", device="meta")
+    assert model.encoder.latent_bottleneck.diffusion_prob == 0.1
+    proj = model.encoder.params_proj
+    assert proj.use_ln and proj.learned_scale == 0.0625
+
+
+def test_bad_constructor_keys_are_named_for_every_class():
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['widht'\] in the PointDiffusionTransformer config"):
+        model_from_config({"name": "PointDiffusionTransformer", "widht": 3})
+    with pytest.raises(ValueError, match="SplitVectorDiffusion needs an `inner:` model config"):
+        model_from_config({"name": "SplitVectorDiffusion", "d_latent": 4, "latent_ctx": 2})

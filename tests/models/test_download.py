@@ -76,8 +76,8 @@ def _free_port() -> int:
 
 
 def _leftovers(folder: Path) -> list:
-    """Files in the cache other than lock files."""
-    return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".lock"))
+    """Files in the cache other than verification records (lock files count: none may be left)."""
+    return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".verified"))
 
 
 def test_default_cache_dir_follows_env_then_home(monkeypatch, tmp_path):
@@ -90,66 +90,67 @@ def test_default_cache_dir_follows_env_then_home(monkeypatch, tmp_path):
 
 def test_fetch_downloads_verifies_and_reuses_cache(server, tmp_path):
     _Handler.requests.clear()
-    path = fetch_file_cached(f"{server}/payload.bin", sha(PAYLOAD), tmp_path, progress=False)
-    assert path == tmp_path / "payload.bin" and path.read_bytes() == PAYLOAD
-    again = fetch_file_cached(f"{server}/payload.bin", sha(PAYLOAD), tmp_path, progress=False)
+    path = fetch_file_cached(f"{server}/payload.bin", False, tmp_path, sha256=sha(PAYLOAD))
+    assert path == str(tmp_path / "payload.bin") and Path(path).read_bytes() == PAYLOAD
+    again = fetch_file_cached(f"{server}/payload.bin", False, tmp_path, sha256=sha(PAYLOAD))
     assert again == path and _Handler.requests == ["/payload.bin"]  # second call hit the cache only
     assert _leftovers(tmp_path) == ["payload.bin"]
 
 
 def test_fetch_uses_shap_e_cache_env_when_no_cache_dir(server, tmp_path, monkeypatch):
     monkeypatch.setenv("SHAP_E_CACHE", str(tmp_path / "envcache"))
-    path = fetch_file_cached(f"{server}/payload.bin", sha(PAYLOAD), progress=False)
-    assert path == tmp_path / "envcache" / "payload.bin"
+    path = fetch_file_cached(f"{server}/payload.bin", progress=False, sha256=sha(PAYLOAD))
+    assert path == str(tmp_path / "envcache" / "payload.bin")
 
 
 def test_fetch_shows_a_progress_bar_with_the_byte_count(server, tmp_path, capsys):
-    fetch_file_cached(f"{server}/payload.bin", sha(PAYLOAD), tmp_path, progress=True)
+    fetch_file_cached(f"{server}/payload.bin", True, tmp_path, sha256=sha(PAYLOAD))
     err = capsys.readouterr().err
     assert "payload.bin" in err and "307k" in err  # 307,200 bytes, tqdm's unit_scale
 
 
 def test_fetch_wrong_hash_raises_and_caches_nothing(server, tmp_path):
     with pytest.raises(ChecksumError) as info:
-        fetch_file_cached(f"{server}/payload.bin", "0" * 64, tmp_path, progress=False)
+        fetch_file_cached(f"{server}/payload.bin", False, tmp_path, sha256="0" * 64)
     assert info.value.expected == "0" * 64 and info.value.actual == sha(PAYLOAD)
     assert _leftovers(tmp_path) == []
 
 
 def test_interrupted_transfer_leaves_no_file_behind(server, tmp_path):
     with pytest.raises(DownloadError, match="interrupted"):
-        fetch_file_cached(f"{server}/truncated.bin", sha(PAYLOAD), tmp_path, progress=False)
+        fetch_file_cached(f"{server}/truncated.bin", False, tmp_path, sha256=sha(PAYLOAD))
     assert _leftovers(tmp_path) == []
 
 
 def test_corrupt_cached_file_is_reported_and_replaced_only_on_request(server, tmp_path):
     (tmp_path / "payload.bin").write_bytes(b"stale")
     with pytest.raises(ChecksumError) as info:
-        fetch_file_cached(f"{server}/payload.bin", sha(PAYLOAD), tmp_path, progress=False)
+        fetch_file_cached(f"{server}/payload.bin", False, tmp_path, sha256=sha(PAYLOAD))
     message = str(info.value)
     assert str(tmp_path / "payload.bin") in message and sha(PAYLOAD) in message and sha(b"stale") in message
     assert (tmp_path / "payload.bin").read_bytes() == b"stale"
-    path = fetch_file_cached(f"{server}/payload.bin", sha(PAYLOAD), tmp_path, progress=False, redownload=True)
-    assert path.read_bytes() == PAYLOAD
+    path = fetch_file_cached(f"{server}/payload.bin", False, tmp_path, sha256=sha(PAYLOAD), redownload=True)
+    assert Path(path).read_bytes() == PAYLOAD
 
 
 def test_offline_error_names_url_cache_path_and_command(tmp_path):
     url = f"http://127.0.0.1:{_free_port()}/weights.pt"  # nothing listens there
     with pytest.raises(DownloadError) as info:
-        fetch_file_cached(url, "a" * 64, tmp_path, progress=False, timeout=5)
+        fetch_file_cached(url, False, tmp_path, sha256="a" * 64, timeout=5)
     message = str(info.value)
-    assert url in message and str(tmp_path / "weights.pt") in message and "curl -L" in message
+    assert url in message and str(tmp_path / "weights.pt") in message and "Retry with the same call" in message
+    assert "\n" not in message
     assert _leftovers(tmp_path) == []
 
 
 def test_http_404_is_a_download_error(server, tmp_path):
     with pytest.raises(DownloadError, match="HTTP 404"):
-        fetch_file_cached(f"{server}/nope.pt", "a" * 64, tmp_path, progress=False)
+        fetch_file_cached(f"{server}/nope.pt", False, tmp_path, sha256="a" * 64)
 
 
 def test_bad_sha256_argument_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="sha256"):
-        fetch_file_cached("http://127.0.0.1/x", "abc", tmp_path)
+        fetch_file_cached("http://127.0.0.1/x", cache_dir=tmp_path, sha256="abc")
 
 
 def test_load_config_reads_shipped_yaml():
@@ -164,12 +165,12 @@ def test_load_config_official_download_is_hash_checked(server, tmp_path, monkeyp
     spec = ModelSpec("cfgtest", "text_cond_config.yaml", config_url=f"{server}/text_cond_config.yaml",
                      config_sha256=registry.MODELS["text300M"].config_sha256)
     monkeypatch.setitem(registry.MODELS, "cfgtest", spec)
-    assert load_config("cfgtest", tmp_path, official=True) == yaml.safe_load(body)
+    assert load_config("cfgtest", cache_dir=tmp_path, official=True) == yaml.safe_load(body)
     _Handler.files["text_cond_config.yaml"] = body + b"\n# edited\n"
     monkeypatch.setitem(registry.MODELS, "cfgtest", ModelSpec(
         "cfgtest", "x.yaml", config_url=f"{server}/text_cond_config.yaml", config_sha256=spec.config_sha256))
     with pytest.raises(ChecksumError):
-        load_config("cfgtest", tmp_path / "other", official=True)
+        load_config("cfgtest", cache_dir=tmp_path / "other", official=True)
 
 
 # ---- load_model: the tiny text-conditional transformer of golden a -----------------------------

@@ -41,7 +41,9 @@ def tiny_environment(tmp_path_factory, golden, registry_entry, tiny_clip):
                                   decoders=["transmitter-small"], guidance_scale=3.0, guidance_max_sigma=5.0),
         "image-small": registry_entry(folder, "image-small", image, model_from_config(image).state_dict(),
                                    decoders=["transmitter-small"]),
-        "transmitter-small": registry_entry(folder, "transmitter-small", f["config"]["transmitter"], f["state_dict"]),
+        # Like the bundled one, the stand-in lists STF alone: the notebooks must then render with STF.
+        "transmitter-small": registry_entry(folder, "transmitter-small", f["config"]["transmitter"], f["state_dict"],
+                                            render_modes=["stf"], kind="transmitter"),
     }
     (folder / "registry.yaml").write_text(yaml.safe_dump(registry))
     (folder / "clip").symlink_to(tiny_clip, target_is_directory=True)

@@ -52,7 +52,7 @@ def rendered(golden):
     prefix = "renderer."
     renderer.load_state_dict({k[len(prefix):]: v for k, v in f["state_dict"].items() if k.startswith(prefix)}, strict=True)
     with torch.no_grad():
-        out = renderer.render_views(create_pan_cameras(16), f["outputs"]["params"], rendering_mode="stf")
+        out = renderer.render_cameras(create_pan_cameras(16), f["outputs"]["params"], rendering_mode="stf")
     pan = create_pan_cameras(16)
     views = ProjectiveCamera(
         origin=pan.origin[VIEWS], x=pan.x[VIEWS], y=pan.y[VIEWS], z=pan.z[VIEWS],

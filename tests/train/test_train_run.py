@@ -286,7 +286,7 @@ def test_extends_naming_a_missing_file_or_forming_a_cycle_is_a_clear_error(tmp_p
         read_training_config(tmp_path / "d.yaml")
 
 
-def test_stage_1c_recipe_differs_from_stage_1b_only_in_start_learning_rate_seed_and_output():
+def test_stage_1c_recipe_differs_from_stage_1b_only_in_start_learning_rate_seed_output_and_nerf_heads():
     from pathlib import Path
 
     from shap_e.train.run import read_training_config
@@ -295,7 +295,8 @@ def test_stage_1c_recipe_differs_from_stage_1b_only_in_start_learning_rate_seed_
     stage_1b = read_training_config(recipes / "transmitter-small-encoder.yaml")
     stage_1c = read_training_config(recipes / "transmitter-small-encoder-2.yaml")
     changed = {k for k in stage_1b if stage_1b[k] != stage_1c[k]}
-    assert stage_1b.keys() == stage_1c.keys() and changed == {"init", "train"}
+    assert stage_1c.keys() - stage_1b.keys() == {"nerf_heads"} and stage_1c["nerf_heads"] == {}
+    assert stage_1b.keys() <= stage_1c.keys() and changed == {"init", "train"}
     assert stage_1c["init"] == "runs/small/transmitter_encoder/model.safetensors"
     assert {k: v for k, v in stage_1c["train"].items() if stage_1b["train"][k] != v} == {
         "lr": 2.5e-4, "seed": 3, "out_dir": "runs/small/transmitter_encoder_2"}

@@ -76,3 +76,88 @@ def test_write_safetensors_round_trips_with_a_plain_files_permissions(tmp_path):
     assert torch.equal(back["a"], tensors["a"]) and torch.equal(back["b"], tensors["b"])
     assert stat.S_IMODE((tmp_path / "w.safetensors").stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["w.safetensors"]
+
+
+# ---- folders, writability and the temporaries of killed processes ---------------------------------
+
+
+def test_atomic_directory_appears_complete_or_not_at_all(tmp_path):
+    from shap_e.util.atomic import atomic_directory
+
+    final = tmp_path / "sample"
+    with pytest.raises(RuntimeError):
+        with atomic_directory(final) as tmp:
+            (tmp / "a.txt").write_text("half")
+            raise RuntimeError("failed halfway")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_directory(final) as tmp:
+        (tmp / "a.txt").write_text("whole")
+    assert (final / "a.txt").read_text() == "whole" and [p.name for p in tmp_path.iterdir()] == ["sample"]
+
+
+def test_atomic_directory_replaces_an_existing_folder_only_when_asked(tmp_path):
+    from shap_e.util.atomic import atomic_directory
+    from shap_e.util.errors import OutputLocationError
+
+    final = tmp_path / "sample"
+    final.mkdir()
+    (final / "old.txt").write_text("old")
+    with pytest.raises(OutputLocationError, match="already exists; it is kept"):
+        with atomic_directory(final):
+            pass
+    with atomic_directory(final, overwrite=True) as tmp:
+        (tmp / "new.txt").write_text("new")
+    assert sorted(p.name for p in final.iterdir()) == ["new.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["sample"]
+
+
+def test_outputs_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    from shap_e.util.atomic import atomic_directory
+
+    previous = os.umask(0o022)
+    try:
+        with atomic_directory(tmp_path / "sample") as tmp:
+            write_atomic(tmp / "f.txt", "x")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "sample").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "sample" / "f.txt").stat().st_mode) == 0o644
+
+
+def test_check_writable_creates_the_folder_and_names_a_file_in_the_way(tmp_path):
+    from shap_e.util.atomic import check_writable
+    from shap_e.util.errors import OutputLocationError
+
+    assert check_writable(tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputLocationError, match=r"cannot write to .*file/sub: .*file is a file, not a folder"):
+        check_writable(tmp_path / "file" / "sub")
+    with pytest.raises(OutputLocationError, match="cannot write to /proc/shap_e_out"):
+        check_writable("/proc/shap_e_out")  # refused even to root
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "file"]  # the probe is gone
+
+
+def test_only_our_own_stale_temporaries_are_cleaned(tmp_path):
+    import multiprocessing
+    import os
+
+    from shap_e.util.atomic import TEMP_PREFIX, clean_stale_temporaries, temporary_path
+
+    process = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
+    process.start()
+    process.join()  # a process id that no longer runs
+    dead = temporary_path(tmp_path / "sample_seed0")
+    dead = dead.with_name(dead.name.replace(f"-{os.getpid()}-", f"-{process.pid}-"))
+    dead.mkdir()
+    (dead / "latent.pt").write_bytes(b"partial")
+    alive = temporary_path(tmp_path / "sample_seed1")  # this process still runs: it is kept
+    alive.mkdir()
+    foreign = tmp_path / f"{TEMP_PREFIX}00000000-{process.pid}-00000000-x"  # another machine's
+    foreign.mkdir()
+    user = tmp_path / ".sample_seed2.abcd"  # not ours at all
+    user.mkdir()
+    assert clean_stale_temporaries(tmp_path) == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, foreign.name, user.name])

@@ -3,12 +3,16 @@ images, and the `SplitVectorDiffusion` wrapper that maps flat latents to and fro
 from shap_e.models.generation.latent_diffusion import SplitVectorDiffusion
 from shap_e.models.generation.transformer import (
     CONDITIONERS,
+    CLIPImageGridPointDiffusionTransformer,
+    CLIPImagePointDiffusionTransformer,
     ImageGridConditionedTransformer,
     PointDiffusionTransformer,
     TextConditionedTransformer,
 )
 
 __all__ = [
+    "CLIPImageGridPointDiffusionTransformer",
+    "CLIPImagePointDiffusionTransformer",
     "CONDITIONERS",
     "ImageGridConditionedTransformer",
     "PointDiffusionTransformer",

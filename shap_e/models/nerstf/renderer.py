@@ -2,38 +2,33 @@
 (docs/behaviour.md#renderer).
 
 The module holds only the checkpoint state (`nerstf.mlp.*`, `void.background`); the ray marching,
-mesh extraction and shading are the pure functions of `shap_e.rendering.{nerf, stf}`.
+mesh extraction and shading are the pure functions of `shap_e.rendering.{nerf, stf}`. The typed
+entry points are `render_cameras`, `extract_mesh` and `field`; the official AttrDict methods
+`render_views(batch, params, options)` and `render_rays` are adapters over them
+(`shap_e.models.nerstf.official`).
 """
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 import torch
-import torch.nn as nn
+from tqdm.auto import tqdm
 
+from shap_e.util.collections import AttrDict
 from shap_e.util.config import check_keys
+from shap_e.models.nerstf import official
+from shap_e.models.nerf.model import VoidNeRFModel
 from shap_e.models.nerstf.mlp import NeRSTFMLP
+from shap_e.models.ray_renderer import RayRenderer
 from shap_e.rendering.cameras import ProjectiveCamera
 from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.rendering.fields import FieldFn, NeRSTFOutput
-from shap_e.rendering.nerf import render_rays
-from shap_e.rendering.stf import (
-    SDFGrid,
-    check_rasterizer,
-    check_vertex_placement,
-    color_meshes,
-    meshes_from_fields,
-    query_sdf_band,
-    query_sdf_grid,
-    render_mesh_views,
-)
+from shap_e.rendering.nerf import render_rays, z_depth
+from shap_e.rendering.stf import MESH_MODES, check_rasterizer, check_vertex_placement, extract_meshes, render_mesh_views
 from shap_e.rendering.volume import BoundingBox
 
 __all__ = ["RenderOutput", "VoidBackground", "NeRSTFRenderer", "build_renderer"]
 
 RENDERING_MODES = ("stf", "nerf")
-# "fast": narrow-band SDF grid, same mesh as "exact" on smooth fields (shap_e.rendering.sdf_band);
-# "exact": every grid sample queried, as the reference.
-MESH_MODES = ("fast", "exact")
 MIN_GRID_SIZE = 8
 CHANNEL_SCALE = 255.0
 # Field points per MLP call in NeRF mode: [points, d_hidden] activations of 8 MiB stay in cache;
@@ -43,7 +38,7 @@ NERF_QUERY_BATCH_SIZE = 8192
 
 @dataclass
 class RenderOutput:
-    """What `render_views` returns; fields a mode does not produce are None.
+    """What `render_cameras` returns; fields a mode does not produce are None.
 
     Both modes: channels `[batch, *inner, H, W, 3]` in 0..255, transmittance `[..., H, W, 1]`.
     NeRF: depth (camera z-depth), distances, t0, t1, intersected, channels_coarse,
@@ -71,15 +66,14 @@ class RenderOutput:
     fields: Optional[torch.Tensor] = None
 
 
-class VoidBackground(nn.Module):
-    """The colour seen where rays leave the volume: a constant `[3]` buffer in [0, 1]."""
+class VoidBackground(VoidNeRFModel):
+    """The colour seen where rays leave the volume: a `VoidNeRFModel` given a `[3]` colour in [0, 1]."""
 
     def __init__(self, background: torch.Tensor):
-        super().__init__()
-        self.register_buffer("background", background)
+        super().__init__(background, channel_scale=1.0, device=background.device)
 
 
-class NeRSTFRenderer(nn.Module):
+class NeRSTFRenderer(RayRenderer):
     """Renders the field `nerstf` (weights from the latent) inside `box` over the `void` background."""
 
     def __init__(
@@ -101,6 +95,22 @@ class NeRSTFRenderer(nn.Module):
         self.n_fine_samples = n_fine_samples
 
     def render_views(
+        self, batch: Mapping[str, Any], params: Optional[Mapping[str, Any]] = None, options: Optional[Mapping] = None
+    ) -> AttrDict:
+        """The official entry point: render `batch.cameras` with `options.rendering_mode` ("stf",
+        default, or "nerf") -> AttrDict with `channels [batch, *inner, H, W, 3]` (0..255),
+        `transmittance`, and `raw_meshes` (STF) or the NeRF fields of `render_cameras`.
+        See `shap_e.models.nerstf.official.render_views` for the batch keys and options."""
+        return official.render_views(self, batch, params, options)
+
+    def render_rays(
+        self, batch: Mapping[str, Any], params: Optional[Mapping[str, Any]] = None, options: Optional[Mapping] = None
+    ) -> AttrDict:
+        """The official NeRF pass over `batch.rays [batch, n_rays, 2, 3]` -> per-ray AttrDict
+        (`shap_e.models.nerstf.official.render_rays`)."""
+        return official.render_rays(self, batch, params, options)
+
+    def render_cameras(
         self,
         cameras: ProjectiveCamera,
         params: Mapping[str, torch.Tensor],
@@ -113,6 +123,7 @@ class NeRSTFRenderer(nn.Module):
         mesh_mode: str = "fast",
         reference_queries: bool = False,
         query_dtype: Optional[torch.dtype] = None,
+        render_background: bool = True,
     ) -> RenderOutput:
         """Render `cameras` (shape `(batch, *inner)`) of the fields given by `params`.
 
@@ -126,6 +137,7 @@ class NeRSTFRenderer(nn.Module):
         rasterises them;
         `mesh_mode` as in `extract_mesh` (with "fast", `fields` and `raw_signed_distance` are
         exact only near the surface and `raw_density` is None). `query_dtype` as in `extract_mesh`.
+        `render_background=False` composites NeRF views over black instead of the void colour.
         """
         if rendering_mode not in RENDERING_MODES:
             raise ValueError(f"rendering_mode must be one of {RENDERING_MODES}, got {rendering_mode!r}")
@@ -134,8 +146,9 @@ class NeRSTFRenderer(nn.Module):
         mlp_params = self.mlp_params(params, cameras.shape[0])
         if rendering_mode == "nerf":
             field = self._field(mlp_params, query_batch_size or NERF_QUERY_BATCH_SIZE, query_dtype)
+            background = self.void.background if render_background else torch.zeros_like(self.void.background)
             return self._render_nerf(
-                cameras, field, render_with_direction, ray_batch_size, generator, reference_queries
+                cameras, field, background, render_with_direction, ray_batch_size, generator, reference_queries
             )
         if render_with_direction:
             raise ValueError("render_with_direction is only meaningful with rendering_mode='nerf'")
@@ -158,6 +171,7 @@ class NeRSTFRenderer(nn.Module):
         mesh_mode: str = "fast",
         query_dtype: Optional[torch.dtype] = None,
         vertex_placement: str = "reference",
+        progress: bool = False,
     ) -> List[TorchMesh]:
         """One mesh per batch element of `params`, with linear `R, G, B` vertex colours
         (docs/behaviour.md#vertex-colours-and-shading).
@@ -172,14 +186,16 @@ class NeRSTFRenderer(nn.Module):
             grid stretched over the box (the mesh shrinks by (G - 1) / (G + 1)); "sampled" places
             them where the field was sampled, the true zero level set
             (`shap_e.rendering.stf.meshes_from_fields`).
+        progress: count the field queries on a tqdm bar on stderr (for large grids).
         """
         grid_size = self.grid_size if grid_size is None else grid_size
         _check_grid_size(grid_size)
         _check_mesh_mode(mesh_mode)
         check_vertex_placement(vertex_placement)
-        return self._extract(
-            self.mlp_params(params), grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement
-        )[1]
+        with tqdm(desc=f"decoding (grid {grid_size})", unit=" points", unit_scale=True, disable=not progress) as bar:
+            return self._extract(
+                self.mlp_params(params), grid_size, query_batch_size, mesh_mode, query_dtype, vertex_placement, bar
+            )[1]
 
     def field(
         self,
@@ -190,10 +206,12 @@ class NeRSTFRenderer(nn.Module):
         """The field of `params` (from `bottleneck_to_params`) as a `shap_e.rendering.fields.FieldFn`."""
         return self._field(self.mlp_params(params), query_batch_size, query_dtype)
 
-    def _field(self, mlp_params: Dict[str, torch.Tensor], chunk: int, dtype: Optional[torch.dtype] = None):
+    def _field(self, mlp_params: Dict[str, torch.Tensor], chunk: int, dtype: Optional[torch.dtype] = None,
+               bar: Optional[tqdm] = None):
         """The field as a `FieldFn`, evaluated at most `chunk` points per batch element at a time.
 
         dtype: None (float32) or a float type to autocast the MLP to (heads come back as float32).
+        bar: a progress bar advanced by the number of points of each query.
         """
         if chunk < 1:
             raise ValueError(f"query_batch_size must be positive, got {chunk}")
@@ -210,34 +228,40 @@ class NeRSTFRenderer(nn.Module):
             for start in range(0, position.shape[1], chunk):
                 part = None if direction is None else direction[:, start:start + chunk]
                 parts.append(query(position[:, start:start + chunk], part, heads))
+                if bar is not None:
+                    bar.update(position[:, start:start + chunk].shape[:2].numel())
             if len(parts) == 1:
                 return parts[0]
             return NeRSTFOutput(**{h: torch.cat([getattr(p, h) for p in parts], dim=1) for h in heads})
 
         return field
 
-    def _extract(self, mlp_params, grid_size: int, chunk: int, mesh_mode: str, dtype=None, placement="reference"):
-        field = self._field(mlp_params, chunk, dtype)
+    def _extract(self, mlp_params, grid_size: int, chunk: int, mesh_mode: str, dtype=None, placement="reference",
+                 bar: Optional[tqdm] = None):
+        field = self._field(mlp_params, chunk, dtype, bar)
         weight = next(iter(mlp_params.values()))
-        box, args = self.box.to(weight.device), (field, weight.shape[0], grid_size, self.box, chunk, weight.device)
-        grid: SDFGrid = query_sdf_band(*args) if mesh_mode == "fast" else query_sdf_grid(*args)
-        meshes, mesh_mask = meshes_from_fields(grid.fields, box, placement)
-        if mesh_mode == "fast" and not bool(mesh_mask.all()):
-            # The placeholder mesh sits at the mean of the whole field, which the band does not know.
-            grid = query_sdf_grid(*args)
-            meshes, mesh_mask = meshes_from_fields(grid.fields, box, placement)
-        return grid, color_meshes(field, meshes, chunk), mesh_mask
+        return extract_meshes(field, weight.shape[0], grid_size, self.box.to(weight.device), chunk, mesh_mode, placement)
 
-    def _render_nerf(self, cameras, field, with_direction, ray_batch_size, generator, reference) -> RenderOutput:
+    def _render_nerf(self, cameras, field, background, with_direction, ray_batch_size, generator, reference):
         batch, *inner = cameras.shape
         device = self.void.background.device
         rays = cameras.to(device).rays()  # [batch * views, H * W, 2, 3]
         pixels = rays.shape[1]
         rays = rays.reshape(batch, -1, 2, 3)
-        box = self.box.to(device)
+        out = self.trace_rays(field, rays, background, with_direction, ray_batch_size, generator, reference)
+        out["depth"] = z_depth(out["distances"], rays, cameras.z, pixels)
+        shape = (batch, *inner, cameras.height, cameras.width)
+        return RenderOutput(**{k: v.reshape(*shape, v.shape[-1]) for k, v in out.items()})
+
+    def trace_rays(
+        self, field, rays, background, with_direction, ray_batch_size, generator=None, reference=False
+    ) -> Dict[str, torch.Tensor]:
+        """NeRF outputs of `rays [batch, n_rays, 2, 3]`, `ray_batch_size` rays at a time (the fields
+        of `shap_e.rendering.nerf.RayRender`, colours scaled to 0..255)."""
+        box = self.box.to(rays.device)
         parts = [
             render_rays(
-                field, rays[:, start:start + ray_batch_size], box, self.void.background,
+                field, rays[:, start:start + ray_batch_size], box, background,
                 self.n_coarse_samples, self.n_fine_samples, with_direction, generator, reference,
             )
             for start in range(0, rays.shape[1], ray_batch_size)
@@ -245,11 +269,7 @@ class NeRSTFRenderer(nn.Module):
         out = {name: torch.cat([getattr(p, name) for p in parts], dim=1) for name in vars(parts[0])}
         for name in ("channels", "channels_coarse"):
             out[name] = out[name] * CHANNEL_SCALE
-        z_axis = cameras.z.to(device) / cameras.z.to(device).norm(dim=-1, keepdim=True)
-        z_axis = z_axis.view(batch, -1, 1, 3).expand(-1, -1, pixels, -1).reshape(batch, -1, 3)
-        out["depth"] = out["distances"] * (rays[..., 1, :] * z_axis).sum(dim=-1, keepdim=True)
-        shape = (batch, *inner, cameras.height, cameras.width)
-        return RenderOutput(**{k: v.reshape(*shape, v.shape[-1]) for k, v in out.items()})
+        return out
 
     def mlp_params(self, params: Mapping[str, torch.Tensor], batch: Optional[int] = None) -> Dict[str, torch.Tensor]:
         """The MLP weights in `params` (from `bottleneck_to_params`) keyed as `self.nerstf.query` takes

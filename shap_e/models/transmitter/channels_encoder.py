@@ -1,210 +1,293 @@
-"""The transmitter's encoder: point cloud + multiview renders -> latent (docs/behaviour.md#transmitter-encoder).
+"""Encoders of channel latents (docs/behaviour.md#transmitter-encoder): a point cloud, and optionally
+multiview renders, -> `latent_ctx` tokens of `d_latent` channels.
 
-A perceiver: `latent_ctx` learned query tokens, prefixed by `data_ctx` point-neighbourhood
-tokens, read the whole point cloud (cross-attention 0) and the patches of every view
-(cross-attention 1), then a self-attention stack; the last `latent_ctx` tokens are projected to
-`d_latent` channels. `encode_to_bottleneck` returns the tanh'ed latent that diffusion generates.
+Real home of the official `shap_e.models.transmitter.channels_encoder`. The release's
+`PointCloudPerceiverChannelsEncoder`: `latent_ctx` learned query tokens, prefixed by `data_ctx`
+point tokens, cross-attend to the dataset(s) of `cross_attention_dataset` (the point cloud, then the
+patches of the views), then a self-attention stack; the last `latent_ctx` tokens are projected to
+`d_latent` channels. The small models read the points only (`pcl`, no renders needed) and take the
+first `data_ctx` farthest-point-ordered points as the prefix (`use_pointconv: false`).
 
-The small models use two cheaper options: `cross_attention_dataset="pcl"` reads the points only
-(no views, so no renders are needed), and `use_pointconv=False` takes the first `data_ctx`
-farthest-point-ordered points as the prefix tokens instead of point-convolution features.
+Datasets are read through `DatasetIterator`s: each draws one permutation per batch element (from
+`generator`, else the global RNG, in the reference's order: docs/behaviour.md#encoder-randomness) and yields the next
+`inner_batch_size` entries; one pass (an "unroll") reads one chunk of every dataset.
 """
-from typing import Any, Dict, Optional, Sequence
+import itertools
+from abc import abstractmethod
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
 
-from shap_e.models.nn.encoding import MultiviewPointCloudEmbedding, encode_position, position_encoding_channels
-from shap_e.models.generation.perceiver import Perceiver
-from shap_e.models.generation.transformer import Transformer, is_meta
-from shap_e.models.transmitter.bottleneck import build_bottleneck
-from shap_e.models.transmitter.params_proj import ChannelsParamsProj, ParamShapes
+from shap_e.models.generation.perceiver import SimplePerceiver
+from shap_e.models.generation.transformer import Transformer
+from shap_e.models.nn.encoding import MultiviewPointCloudEmbedding, MultiviewPoseEmbedding
 from shap_e.models.nn.ops import PointSetEmbedding
-from shap_e.models.transmitter.batch import MultimodalBatch
+from shap_e.models.transmitter.base import ChannelsEncoder, check_options
+from shap_e.models.transmitter.batch import (
+    alphas_to_tensor, cameras_to_projective, depths_to_tensor, points_of,
+)
+from shap_e.models.transmitter.point_inputs import (
+    DatasetIterator, PointCloudInputs, add_readout, n_unrolls, run_unrolls, sample_fps, sample_pcl_fps,
+)
+from shap_e.models.transmitter.views import encode_multiview_pcl, patch_tokens
+from shap_e.util.collections import AttrDict
 
-POS_EMB = "nerf"  # the position encoding of points and pixels (docs/behaviour.md#point-tokens, #multiview-features)
-# What the cross-attention reads: the release's points + multiview patches, or points only (the
-# small models; no renders needed to encode).
-DATASETS = ("pcl_and_multiview_pcl", "pcl")
+__all__ = [
+    "DATASETS", "DatasetIterator", "PerceiverChannelsEncoder", "PointCloudPerceiverChannelsEncoder",
+    "PointCloudTransformerChannelsEncoder", "TransformerChannelsEncoder", "sample_fps", "sample_pcl_fps",
+]
+
+# What the cross-attention reads, and the number of datasets (inner batch sizes) each has.
+DATASETS = {"pcl": 1, "multiview": 1, "dense_pose_multiview": 1, "multiview_pcl": 1, "pcl_and_multiview_pcl": 2}
 
 
-class PointCloudPerceiverChannelsEncoder(nn.Module):
-    def __init__(
-        self,
-        *,
-        param_shapes: ParamShapes,
-        params_proj: Dict,
-        d_latent: int = 512,
-        data_ctx: int = 1024,
-        width: int = 512,
-        layers: int = 12,
-        heads: int = 8,
-        init_scale: float = 0.25,
-        xattn_layers: int = 1,
-        input_channels: int = 6,
-        inner_batch_size: Sequence[int] = (16384, 20),
-        image_size: int = 256,
-        patch_size: int = 8,
-        max_depth: float = 5.0,
-        pointconv_hidden: Sequence[int] = (512, 512),
-        pointconv_patch_size: int = 8,
-        pointconv_samples: int = 64,
-        pointconv_stride: int = 4,
-        pointconv_padding_mode: str = "circular",
-        cross_attention_dataset: str = "pcl_and_multiview_pcl",
-        use_pointconv: bool = True,
-        latent_bottleneck: Optional[Dict] = None,
-        device=None,
-    ):
-        super().__init__()
-        if cross_attention_dataset not in DATASETS:
-            raise ValueError(f"cross_attention_dataset={cross_attention_dataset!r} is unknown; valid: {DATASETS}")
-        if use_pointconv and pointconv_hidden[-1] != width:
-            raise ValueError(f"pointconv_hidden[-1]={pointconv_hidden[-1]} must equal width={width}")
-        if image_size % patch_size:
-            raise ValueError(f"image_size={image_size} must be a multiple of patch_size={patch_size}")
-        self.param_shapes = dict(param_shapes)
-        self.latent_ctx = sum(rows for rows, _ in self.param_shapes.values())
-        self.d_latent, self.data_ctx, self.width = d_latent, data_ctx, width
-        self.inner_batch_size = (
-            (int(inner_batch_size),) if isinstance(inner_batch_size, int) else tuple(inner_batch_size)
-        )
-        self.image_size, self.patch_size, self.max_depth = image_size, patch_size, max_depth
-        self.view_chunk = 4
-        self.use_views = cross_attention_dataset == "pcl_and_multiview_pcl"
-        self.use_pointconv = use_pointconv
-        if not self.use_views:
-            self.inner_batch_size = self.inner_batch_size[:1]
+class TransformerChannelsEncoder(ChannelsEncoder):
+    """Data tokens (`encode_input`) followed by `latent_ctx` learned tokens through one transformer;
+    the last `latent_ctx` outputs are the latent."""
 
-        self.params_proj = ChannelsParamsProj(
-            param_shapes=self.param_shapes, d_latent=d_latent, device=device, **params_proj
-        )
-        self.latent_bottleneck = build_bottleneck(latent_bottleneck)
-        # Registration order follows the official state dict.
-        self.output_tokens = nn.Parameter(torch.empty(self.latent_ctx, width, device=device))
-        n_streams = 2 if self.use_views else 1
+    def __init__(self, *, device: Optional[torch.device] = None, dtype: Optional[torch.dtype] = None,
+                 param_shapes: Dict[str, Tuple[int]], params_proj: Dict[str, Any], d_latent: int = 512,
+                 latent_bottleneck: Optional[Dict[str, Any]] = None, latent_warp: Optional[Dict[str, Any]] = None,
+                 n_ctx: int = 1024, width: int = 512, layers: int = 12, heads: int = 8, init_scale: float = 0.25,
+                 latent_scale: float = 1.0):
+        super().__init__(device=device, param_shapes=param_shapes, params_proj=params_proj, d_latent=d_latent,
+                         latent_bottleneck=latent_bottleneck, latent_warp=latent_warp)
+        self.width, self.dtype, self.n_ctx, self.latent_scale = width, dtype, n_ctx, latent_scale
+        self.backbone = Transformer(device=device, dtype=dtype, n_ctx=n_ctx + self.latent_ctx, width=width,
+                                    layers=layers, heads=heads, init_scale=init_scale)
+        add_readout(self, width, self.latent_ctx, d_latent)
+
+    @abstractmethod
+    def encode_input(self, batch: Any, options: Optional[AttrDict] = None) -> torch.Tensor:
+        """`[batch, n_tokens, width]` data tokens."""
+
+    def encode_to_channels(self, batch: Any, options: Optional[AttrDict] = None, *,
+                           generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        check_options(options)
+        h = self.encode_input(batch, options)
+        h = torch.cat([h, self.output_tokens[None].expand(len(h), -1, -1)], dim=1)
+        h = self.backbone(self.ln_pre(h))
+        return self.output_proj(self.ln_post(h[:, -self.latent_ctx :]))
+
+
+class PointCloudTransformerChannelsEncoder(TransformerChannelsEncoder):
+    """Every point is a data token: `input_proj` of its `input_channels` values."""
+
+    def __init__(self, *, input_channels: int = 6, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.input_channels = input_channels
+        self.input_proj = nn.Linear(input_channels, self.width, device=self.device, dtype=self.dtype)
+
+    def encode_input(self, batch: Any, options: Optional[AttrDict] = None) -> torch.Tensor:
+        """`batch.points [batch, input_channels, n_points]` -> `[batch, n_points, width]`."""
+        return self.input_proj(points_of(batch).permute(0, 2, 1))
+
+
+class PerceiverChannelsEncoder(ChannelsEncoder):
+    # A subclass that sets this draws `output_tokens` itself, after its own input layers.
+    DRAWS_TOKENS_LAST = False
+
+    """`data_ctx + latent_ctx` tokens (`get_h_and_iterator`) cross-attend to one chunk of each dataset
+    (one `SimplePerceiver` of `xattn_layers` blocks per inner batch size), then self-attend
+    (`layers - xattn_layers` blocks), once per unroll; the last `latent_ctx` tokens are the latent.
+
+    In training the number of unrolls is drawn in `[min_unrolls, max_unrolls]` (the same on every
+    process); in eval it is `max_unrolls`.
+    """
+
+    def __init__(self, *, device: Optional[torch.device] = None, dtype: Optional[torch.dtype] = None,
+                 param_shapes: Dict[str, Tuple[int]], params_proj: Dict[str, Any], min_unrolls: int = 1,
+                 max_unrolls: int = 1, d_latent: int = 512, latent_bottleneck: Optional[Dict[str, Any]] = None,
+                 latent_warp: Optional[Dict[str, Any]] = None, width: int = 512, layers: int = 12,
+                 xattn_layers: int = 1, heads: int = 8, init_scale: float = 0.25,
+                 inner_batch_size: Union[int, List[int]] = 1, data_ctx: int = 1):
+        super().__init__(device=device, param_shapes=param_shapes, params_proj=params_proj, d_latent=d_latent,
+                         latent_bottleneck=latent_bottleneck, latent_warp=latent_warp)
+        if not 1 <= min_unrolls <= max_unrolls:
+            raise ValueError(f"need 1 <= min_unrolls <= max_unrolls, got {min_unrolls}, {max_unrolls}")
+        if not 0 <= xattn_layers <= layers:
+            raise ValueError(f"xattn_layers={xattn_layers} must be in [0, layers={layers}]")
+        self.width, self.dtype, self.data_ctx = width, dtype, data_ctx
+        self.min_unrolls, self.max_unrolls = min_unrolls, max_unrolls
+        sizes = (inner_batch_size,) if isinstance(inner_batch_size, int) else tuple(inner_batch_size)
+        self.inner_batch_size = tuple(int(size) for size in sizes)
+        n_ctx = data_ctx + self.latent_ctx
         self.encoder = nn.ModuleList(
-            Perceiver(width, xattn_layers, heads, init_scale, device) for _ in range(n_streams)
+            SimplePerceiver(device=device, dtype=dtype, n_ctx=n_ctx, n_data=size, width=width, layers=xattn_layers,
+                            heads=heads, init_scale=init_scale)
+            for size in self.inner_batch_size
         )
-        self.processor = Transformer(width, layers - xattn_layers, heads, init_scale, device)
-        self.ln_pre = nn.LayerNorm(width, device=device)
-        self.ln_post = nn.LayerNorm(width, device=device)
-        self.output_proj = nn.Linear(width, d_latent, device=device)
-        self.input_proj = nn.Linear(input_channels * position_encoding_channels(POS_EMB), width, device=device)
+        self.processor = Transformer(device=device, dtype=dtype, n_ctx=n_ctx, layers=layers - xattn_layers,
+                                     width=width, heads=heads, init_scale=init_scale)
+        add_readout(self, width, self.latent_ctx, d_latent, draw_tokens=not self.DRAWS_TOKENS_LAST)
+
+    @abstractmethod
+    def get_h_and_iterator(self, batch: Any, options: Optional[AttrDict] = None, *,
+                           generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, Iterator]:
+        """The initial tokens `[batch, data_ctx + latent_ctx, width]` (after `ln_pre`), and an iterator
+        yielding, per unroll, one `[batch, n_data, width]` chunk per dataset (a tuple for several)."""
+
+    def encode_to_channels(self, batch: Any, options: Optional[AttrDict] = None, *,
+                           generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """`[batch, latent_ctx, d_latent]` before the bottleneck."""
+        check_options(options)
+        h, it = self.get_h_and_iterator(batch, options, generator=generator)
+        h = run_unrolls(self.encoder, self.processor, h, it, self.get_n_unrolls(generator))
+        return self.output_proj(self.ln_post(h[:, -self.latent_ctx :]))
+
+    def get_n_unrolls(self, generator: Optional[torch.Generator] = None) -> int:
+        return n_unrolls(self, generator)
+
+
+class PointCloudPerceiverChannelsEncoder(PointCloudInputs, PerceiverChannelsEncoder):
+    """The release's encoder (docs/behaviour.md#transmitter-encoder); see the module docstring.
+
+    Its layers draw their random initial values in the order the package always used (the query
+    tokens last), so that a seeded training run gives the same weights.
+
+    cross_attention_dataset: `pcl` (points), `multiview` (patches of the views, modulated by their
+        cameras), `dense_pose_multiview` (patches of the views with every pixel's ray),
+        `multiview_pcl` (the views as point clouds) or `pcl_and_multiview_pcl` (points and views as
+        point clouds: the release).
+    fps_method: `first` (the points come in farthest-point order) or `fps` (sample them here).
+    pos_emb: None (raw point channels) or `nerf` (NeRF encoding, degrees 0..14) before `input_proj`.
+    use_pointconv: data tokens from point convolutions around the first `data_ctx` points, instead of
+        the projected points themselves.
+    """
+
+    DRAWS_TOKENS_LAST = True
+
+    def __init__(self, *, cross_attention_dataset: str = "pcl", fps_method: str = "fps", input_channels: int = 6,
+                 pos_emb: Optional[str] = None, image_size: int = 256, patch_size: int = 32, pose_dropout: float = 0.0,
+                 use_depth: bool = False, max_depth: float = 5.0, pointconv_radius: float = 0.5,
+                 pointconv_samples: int = 32, pointconv_hidden: Optional[List[int]] = None,
+                 pointconv_patch_size: int = 1, pointconv_stride: int = 1, pointconv_padding_mode: str = "zeros",
+                 use_pointconv: bool = False, **kwargs: Any):
+        _check_dataset_options(cross_attention_dataset, use_depth, kwargs.get("inner_batch_size", 1))
+        super().__init__(**kwargs)
+        self.cross_attention_dataset, self.use_pointconv = cross_attention_dataset, use_pointconv
+        self.init_inputs(fps_method=fps_method, input_channels=input_channels, pos_emb=pos_emb, image_size=image_size,
+                         patch_size=patch_size, pose_dropout=pose_dropout, use_depth=use_depth, max_depth=max_depth)
         if use_pointconv:
+            hidden = [self.width] if pointconv_hidden is None else list(pointconv_hidden)
+            if hidden[-1] != self.width:
+                raise ValueError(f"pointconv_hidden[-1]={hidden[-1]} must equal width={self.width}")
             self.point_conv = PointSetEmbedding(
-                radius=0.5,
-                n_point=data_ctx,
-                n_sample=pointconv_samples,
-                d_input=width,
-                d_hidden=list(pointconv_hidden),
-                patch_size=pointconv_patch_size,
-                stride=pointconv_stride,
-                padding_mode=pointconv_padding_mode,
-                fps_method="first",
-                device=device,
+                radius=pointconv_radius, n_point=self.data_ctx, n_sample=pointconv_samples, d_input=self.width,
+                d_hidden=hidden, patch_size=pointconv_patch_size, stride=pointconv_stride,
+                padding_mode=pointconv_padding_mode, fps_method=fps_method, device=self.device, dtype=self.dtype,
             )
-        if self.use_views:
-            self.mv_pcl_embed = MultiviewPointCloudEmbedding(POS_EMB, 3, width // 2, device=device)
-            self.patch_emb = nn.Conv2d(width // 2, width, kernel_size=patch_size, stride=patch_size, device=device)
-        if not is_meta(device):
-            nn.init.normal_(self.output_tokens)
+        if cross_attention_dataset == "multiview":
+            self.init_multiview_patches(self.inner_batch_size[0])
+        elif self.use_views:
+            self._init_pixel_embedding(cross_attention_dataset, use_depth)
+        nn.init.normal_(self.output_tokens)
+
+    def _init_pixel_embedding(self, dataset: str, use_depth: bool) -> None:
+        """The per-pixel embedding of the views (3x3 conv to `width / 2` channels) and `patch_emb`."""
+        if self.image_size % self.patch_size:
+            raise ValueError(f"image_size={self.image_size} must be a multiple of patch_size={self.patch_size}")
+        half, device, dtype = self.width // 2, self.device, self.dtype
+        if dataset == "dense_pose_multiview":
+            self.mv_pose_embed = MultiviewPoseEmbedding("nerf", 4 if use_depth else 3, half, device=device, dtype=dtype)
+        else:
+            self.mv_pcl_embed = MultiviewPointCloudEmbedding("nerf", 3, half, device=device, dtype=dtype)
+        self.patch_emb = nn.Conv2d(half, self.width, self.patch_size, stride=self.patch_size, device=device,
+                                   dtype=dtype)
+
+    @property
+    def use_views(self) -> bool:
+        """Whether the encoder reads renders (views, depths, alphas, cameras) besides the points."""
+        return self.cross_attention_dataset != "pcl"
 
     def batch_options(self) -> Dict[str, Any]:
         """What `load_or_create_multimodal_batch` must produce for this encoder: the point count,
         and the views only when the encoder reads them."""
         if not self.use_views:
             return dict(point_count=self.inner_batch_size[0], mv_light_mode=None)
-        return dict(
-            point_count=self.inner_batch_size[0], mv_light_mode="basic",
-            mv_num_views=self.inner_batch_size[1], mv_image_size=self.image_size,
-        )
+        with_points = self.cross_attention_dataset == "pcl_and_multiview_pcl"
+        return dict(point_count=self.inner_batch_size[0] if with_points else self.data_ctx, mv_light_mode="basic",
+                    mv_num_views=self.inner_batch_size[-1], mv_image_size=self.image_size)
 
-    def point_features(self, points: torch.Tensor) -> torch.Tensor:
-        """`[batch, 6, n_points]` -> `[batch, n_points, width]`."""
-        return self.input_proj(encode_position(POS_EMB, position=points.permute(0, 2, 1)))
+    def raw_depths_to_tensor(self, depths: Any) -> torch.Tensor:
+        """`[batch, n_views, 1, image_size, image_size]` z-depths clamped to `max_depth`."""
+        return depths_to_tensor(depths, self.image_size, self.max_depth)
 
-    def point_stream(self, points: torch.Tensor, generator) -> torch.Tensor:
-        """Cross-attention data 0: features of `inner_batch_size[0]` shuffled points."""
-        features = self.point_features(points)
-        index = torch.stack(
-            [torch.randperm(points.shape[2], generator=generator).to(points.device) for _ in range(points.shape[0])]
-        )[:, : self.inner_batch_size[0]]
-        return torch.gather(features, 1, index[..., None].expand(-1, -1, features.shape[-1]))
+    def view_alphas_to_tensor(self, view_alphas: Any) -> torch.Tensor:
+        """`[batch, n_views, 1, image_size, image_size]` in [0, 1]."""
+        return alphas_to_tensor(view_alphas, self.image_size)
 
-    def multiview_pixels(
-        self, views: torch.Tensor, depths: torch.Tensor, alphas: torch.Tensor, rays: torch.Tensor, cam_z: torch.Tensor
-    ) -> torch.Tensor:
-        """Embedded pixels `[n, width / 2, size, size]` of `n` images (docs/behaviour.md#multiview-features).
+    def dense_pose_cameras_to_tensor(self, cameras: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(`[batch, n_views, height, width, 2, 3]` per-pixel ray origins and unit directions,
+        `[batch, n_views, 3]` camera z axes)."""
+        cams = cameras_to_projective(cameras)
+        rays = cams.rays().view(*cams.shape, cams.height, cams.width, 2, 3)
+        return rays, cams.z.view(*cams.shape, 3)
 
-        views `[n, 3, S, S]`, depths and alphas `[n, 1, S, S]`, rays `[n, S, S, 2, 3]`, cam_z `[n, 3]`.
-        """
-        origin, direction = rays[..., 0, :], rays[..., 1, :]
-        depth = depths.clamp(max=self.max_depth).permute(0, 2, 3, 1)
-        position = origin + direction * (depth / torch.sum(direction * cam_z[:, None, None], dim=-1, keepdim=True))
+    def get_h_and_iterator(self, batch: Any, options: Optional[AttrDict] = None, *,
+                           generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, Iterator]:
+        batch = self.as_batch(batch)
+        h = self.initial_tokens(batch, generator)
+        datasets = {"pcl": self.get_pcl_dataset, "multiview": self.get_multiview_dataset,
+                    "dense_pose_multiview": self.get_dense_pose_multiview_dataset,
+                    "multiview_pcl": self.get_multiview_pcl_dataset,
+                    "pcl_and_multiview_pcl": self.get_pcl_and_multiview_pcl_dataset}
+        return h, datasets[self.cross_attention_dataset](batch, options, generator=generator)
 
-        def maps(x: torch.Tensor) -> torch.Tensor:  # [n, S, S, c] -> [n, 1, c, S, S]
-            return x.permute(0, 3, 1, 2)[:, None]
+    def get_dense_pose_multiview_dataset(self, batch: Any, options: Optional[AttrDict] = None,
+                                         inner_batch_size: Optional[int] = None, *,
+                                         generator: Optional[torch.Generator] = None) -> Iterator[torch.Tensor]:
+        """Chunks `[batch, inner_batch_size * n_patches, width]` of dense-pose view patches."""
+        tokens = self.encode_dense_pose_views(batch)
+        size = self.inner_batch_size[0] if inner_batch_size is None else inner_batch_size
+        it = iter(DatasetIterator(tokens, size, generator))
+        return (next(it).reshape(len(tokens), -1, self.width) for _ in itertools.count())
 
-        mask = alphas[:, None] >= 0.999
-        return self.mv_pcl_embed(views[:, None], maps(origin), maps(position), mask)[:, 0]
+    def encode_dense_pose_views(self, batch: Any) -> torch.Tensor:
+        """`[batch, n_views, n_patches, width]`: patches of per-pixel (colour, depth with `use_depth`,
+        ray origin, ray direction) features."""
+        batch = self.as_batch(batch)
+        images = self.view_images(batch)
+        rays, _ = self.dense_pose_cameras_to_tensor(batch.cameras)
+        rays = rays.to(images).permute(0, 1, 4, 5, 2, 3)  # [batch, n_views, 2, 3, S, S]
+        pixels = self.mv_pose_embed(images, rays[:, :, 0], rays[:, :, 1])
+        n_batch, n_views = pixels.shape[:2]
+        tokens = patch_tokens(pixels.flatten(0, 1), self.patch_emb)
+        return tokens.view(n_batch, n_views, *tokens.shape[1:])
 
-    def multiview_stream(self, batch: MultimodalBatch, generator) -> torch.Tensor:
-        """Cross-attention data 1: patch tokens of `inner_batch_size[1]` shuffled views.
+    def get_multiview_pcl_dataset(self, batch: Any, options: Optional[AttrDict] = None,
+                                  inner_batch_size: Optional[int] = None, use_distance: bool = True, *,
+                                  generator: Optional[torch.Generator] = None) -> Iterator[torch.Tensor]:
+        """Chunks `[batch, inner_batch_size * n_patches, width]` of multiview point-cloud patches."""
+        tokens = self.encode_multiview_pcl(batch, use_distance=use_distance)
+        size = self.inner_batch_size[0] if inner_batch_size is None else inner_batch_size
+        it = iter(DatasetIterator(tokens, size, generator))
+        return (next(it).reshape(len(tokens), -1, self.width) for _ in itertools.count())
 
-        Images go through the per-pixel embedding `view_chunk` at a time (convolutions are
-        per image), which bounds memory: the full-size features are 1.5 GB per 20 views.
-        """
-        if batch.views is None or batch.depths is None or batch.view_alphas is None or batch.cameras is None:
-            raise ValueError("the batch needs views, depths, view_alphas and cameras for the multiview stream")
-        n_batch, n_views, _, size, _ = batch.views.shape
-        if size != self.image_size or batch.cameras.width != size:
-            raise ValueError(f"views must be {self.image_size}x{self.image_size} (image_size), got {size}x{size}")
-        n_images = n_batch * n_views
-        views = batch.views.reshape(n_images, *batch.views.shape[2:])
-        depths = batch.depths.reshape(n_images, *batch.depths.shape[2:])
-        alphas = batch.view_alphas.reshape(n_images, *batch.view_alphas.shape[2:])
-        rays = batch.cameras.rays().view(n_images, size, size, 2, 3).to(views.device)
-        cam_z = batch.cameras.z.to(views.device)
-        tokens = []
-        for s in range(0, n_images, self.view_chunk):
-            e = s + self.view_chunk
-            pixels = self.multiview_pixels(views[s:e], depths[s:e], alphas[s:e], rays[s:e], cam_z[s:e])
-            tokens.append(self.patch_emb(pixels))  # [chunk, width, size/P, size/P]
-        h = torch.cat(tokens).view(n_batch, n_views, self.width, -1).permute(0, 1, 3, 2)
-        index = torch.stack(
-            [torch.randperm(n_views, generator=generator).to(h.device) for _ in range(n_batch)]
-        )[:, : self.inner_batch_size[1]]
-        h = torch.gather(h, 1, index[:, :, None, None].expand(-1, -1, *h.shape[2:]))
-        return h.reshape(n_batch, -1, self.width)
+    def get_pcl_and_multiview_pcl_dataset(self, batch: Any, options: Optional[AttrDict] = None,
+                                          use_distance: bool = True, *,
+                                          generator: Optional[torch.Generator] = None) -> Iterator[Tuple]:
+        """Pairs (points chunk, multiview point-cloud chunk), as the two datasets above."""
+        batch = self.as_batch(batch)
+        points = self.get_pcl_dataset(batch, options, self.inner_batch_size[0], generator=generator)
+        views = self.get_multiview_pcl_dataset(batch, options, self.inner_batch_size[1], use_distance,
+                                               generator=generator)
+        return ((next(points), next(views)) for _ in itertools.count())
 
-    def encode_to_channels(self, batch: MultimodalBatch, generator: Optional[torch.Generator] = None) -> torch.Tensor:
-        """Pre-bottleneck latent `[batch, latent_ctx, d_latent]`.
+    def encode_multiview_pcl(self, batch: Any, use_distance: bool = True) -> torch.Tensor:
+        """`[batch, n_views, n_patches, width]` multiview point-cloud tokens (docs/behaviour.md#multiview-features)."""
+        return encode_multiview_pcl(self.as_batch(batch), self.mv_pcl_embed, self.patch_emb, self.image_size,
+                                    self.max_depth, use_distance)
 
-        Random draws (reference order, docs/behaviour.md#encoder-randomness): the point-conv shuffles,
-        one `randperm` of the points per batch element, one `randperm` of the views per batch element.
-        """
-        points = batch.points
-        if self.use_pointconv:
-            features = self.point_features(points).permute(0, 2, 1)
-            data_tokens = self.point_conv(points[:, :3], features, generator).permute(0, 2, 1)
-        else:  # the first `data_ctx` points of the farthest-point ordering
-            data_tokens = self.point_features(points[:, :, : self.data_ctx])
-        queries = self.output_tokens[None].expand(points.shape[0], -1, -1)
-        h = self.ln_pre(torch.cat([data_tokens, queries], dim=1))
-        h = self.encoder[0](h, self.point_stream(points, generator))
-        if self.use_views:
-            h = self.encoder[1](h, self.multiview_stream(batch, generator))
-        h = self.processor(h)
-        return self.output_proj(self.ln_post(h[:, -self.latent_ctx :]))
 
-    def encode_to_bottleneck(self, batch: MultimodalBatch, generator: Optional[torch.Generator] = None) -> torch.Tensor:
-        """`[batch, latent_ctx * d_latent]` token-major latent in (-1, 1)."""
-        return self.latent_bottleneck(self.encode_to_channels(batch, generator).flatten(1), generator=generator)
-
-    def bottleneck_to_params(self, latent: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """`[batch, latent_ctx * d_latent]` -> NeRSTF meta weights `{name: [batch, rows, cols]}`."""
-        return self.params_proj(latent)
-
-    def forward(self, batch: MultimodalBatch, generator: Optional[torch.Generator] = None) -> Dict[str, torch.Tensor]:
-        return self.bottleneck_to_params(self.encode_to_bottleneck(batch, generator))
+def _check_dataset_options(dataset: str, use_depth: bool, inner_batch_size: Union[int, Sequence[int]]) -> None:
+    """Raise a ValueError naming the option when `PointCloudPerceiverChannelsEncoder` options do not fit."""
+    if dataset not in DATASETS:
+        raise ValueError(f"cross_attention_dataset={dataset!r} is unknown; valid: {sorted(DATASETS)}")
+    if "multiview_pcl" in dataset and not use_depth:
+        raise ValueError(f"cross_attention_dataset={dataset!r} places pixels by their depth; it needs use_depth=True")
+    sizes = (inner_batch_size,) if isinstance(inner_batch_size, int) else tuple(inner_batch_size)
+    if len(sizes) != DATASETS[dataset]:
+        raise ValueError(f"cross_attention_dataset={dataset!r} reads {DATASETS[dataset]} dataset(s); give as many "
+                         f"inner_batch_size values, got {list(sizes)}")

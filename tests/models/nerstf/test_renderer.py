@@ -82,7 +82,7 @@ def test_nerf_render_replaying_the_reference_queries_matches_golden(setup, name,
     ref = f["outputs"][name]
     torch.manual_seed(ref["args"]["seed"])
     with torch.no_grad():
-        out = renderer.render_views(
+        out = renderer.render_cameras(
             _golden_nerf_cameras(f), params, rendering_mode="nerf",
             render_with_direction=ref["args"]["render_with_direction"], ray_batch_size=ref["args"]["ray_batch_size"],
             query_batch_size=query_batch_size, reference_queries=True,
@@ -104,7 +104,7 @@ def test_nerf_render_with_fewer_queries_matches_golden_within_float_noise(setup,
     ref = f["outputs"][name]
     torch.manual_seed(ref["args"]["seed"])
     with torch.no_grad():
-        out = renderer.render_views(
+        out = renderer.render_cameras(
             _golden_nerf_cameras(f), params, rendering_mode="nerf",
             render_with_direction=ref["args"]["render_with_direction"], ray_batch_size=ref["args"]["ray_batch_size"],
         )
@@ -123,7 +123,7 @@ def test_nerf_accepts_a_ray_batch_size_that_does_not_divide_the_pixel_count(setu
     renderer, params, f = setup
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        out = renderer.render_views(
+        out = renderer.render_cameras(
             _golden_nerf_cameras(f), params, rendering_mode="nerf", ray_batch_size=100, generator=generator
         )
     ref = f["outputs"]["nerf_nodir"]
@@ -137,7 +137,7 @@ def test_stf_render_reproduces_golden_grid_mesh_and_colours(setup):
     renderer, params, f = setup
     ref = f["outputs"]["stf"]
     with torch.no_grad():
-        out = renderer.render_views(create_pan_cameras(2), params, rendering_mode="stf", mesh_mode="exact")
+        out = renderer.render_cameras(create_pan_cameras(2), params, rendering_mode="stf", mesh_mode="exact")
     torch.testing.assert_close(out.fields, ref["fields_padded"], atol=1e-5, rtol=0)
     torch.testing.assert_close(out.raw_signed_distance, ref["raw_signed_distance"], atol=1e-5, rtol=0)
     torch.testing.assert_close(out.raw_density, ref["raw_density"], atol=1e-5, rtol=0)
@@ -166,8 +166,8 @@ def test_fast_mesh_mode_gives_the_exact_modes_mesh_bit_for_bit_on_golden_f(setup
 def test_bfloat16_queries_stay_close_to_the_float32_field(setup):
     renderer, params, _ = setup
     with torch.no_grad():
-        full = renderer.render_views(create_pan_cameras(2), params, mesh_mode="exact")
-        half = renderer.render_views(create_pan_cameras(2), params, mesh_mode="exact", query_dtype=torch.bfloat16)
+        full = renderer.render_cameras(create_pan_cameras(2), params, mesh_mode="exact")
+        half = renderer.render_cameras(create_pan_cameras(2), params, mesh_mode="exact", query_dtype=torch.bfloat16)
     assert half.raw_signed_distance.dtype == torch.float32
     error = (half.raw_signed_distance - full.raw_signed_distance).abs()
     # Golden f is a random (noisy) field: bf16 rounding of 256-wide sums moves it by ~1% on average.
@@ -179,7 +179,7 @@ def test_bfloat16_nerf_images_stay_within_a_level_of_float32_on_average(setup):
     cameras = create_pan_cameras(32)
     with torch.no_grad():
         images = [
-            renderer.render_views(cameras, params, rendering_mode="nerf", generator=torch.Generator().manual_seed(0),
+            renderer.render_cameras(cameras, params, rendering_mode="nerf", generator=torch.Generator().manual_seed(0),
                                   query_dtype=dtype).channels.clamp(0, 255).to(torch.uint8).float()
             for dtype in (None, torch.bfloat16)
         ]
@@ -218,7 +218,7 @@ def test_an_empty_field_gives_the_placeholder_mesh_and_a_blank_image(setup):
     with torch.no_grad():
         empty.nerstf.mlp[6].weight.zero_()
         empty.nerstf.mlp[6].bias.fill_(-1.0)  # SDF = tanh(-1) < 0 everywhere: nothing inside
-        out = empty.render_views(create_pan_cameras(4), params, rendering_mode="stf")
+        out = empty.render_cameras(create_pan_cameras(4), params, rendering_mode="stf")
     assert out.mesh_mask.tolist() == [False]
     mesh = out.meshes[0]
     assert mesh.faces.tolist() == [[0, 1, 2]]
@@ -230,15 +230,15 @@ def test_bad_arguments_raise_before_rendering(setup):
     renderer, params, f = setup
     cameras = create_pan_cameras(2)
     with pytest.raises(ValueError, match="rendering_mode"):
-        renderer.render_views(cameras, params, rendering_mode="mesh")
+        renderer.render_cameras(cameras, params, rendering_mode="mesh")
     with pytest.raises(ValueError, match="lacks"):
-        renderer.render_views(cameras, {}, rendering_mode="stf")
+        renderer.render_cameras(cameras, {}, rendering_mode="stf")
     with pytest.raises(ValueError, match="batch size"):
-        renderer.render_views(cameras.reshape(20), params, rendering_mode="stf")
+        renderer.render_cameras(cameras.reshape(20), params, rendering_mode="stf")
     with pytest.raises(ValueError, match="grid_size"):
         renderer.extract_mesh(params, grid_size=7)
     with pytest.raises(ValueError, match="mesh_mode"):
         renderer.extract_mesh(params, mesh_mode="approximate")
     with pytest.raises(ValueError, match="rasterizer"):
-        renderer.render_views(cameras, params, rasterizer="opengl")
+        renderer.render_cameras(cameras, params, rasterizer="opengl")
     assert isinstance(renderer, NeRSTFRenderer)

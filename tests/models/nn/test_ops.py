@@ -1,5 +1,5 @@
 """Building blocks: activations, initialisations, meta layers, MLPs, shape helpers, LayerNorm and
-the transmitter's point convolution (its golden outputs are in tests/models/test_transmitter.py)."""
+the transmitter's point convolution (its golden outputs are in tests/models/transmitter/test_transmitter_golden.py)."""
 import math
 
 import pytest

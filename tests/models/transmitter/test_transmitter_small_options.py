@@ -40,7 +40,7 @@ def test_prefix_tokens_depend_only_on_the_first_data_ctx_points(model):
     changed[:, :, model.encoder.data_ctx:] = torch.rand(1, 6, 64 - model.encoder.data_ctx)
     with torch.no_grad():
         for p in (points, changed):
-            model.encoder.encode_to_channels(MultimodalBatch(points=p), torch.Generator().manual_seed(0))
+            model.encoder.encode_to_channels(MultimodalBatch(points=p), generator=torch.Generator().manual_seed(0))
     hook.remove()
     n = model.encoder.data_ctx
     torch.testing.assert_close(seen[0][:, :n], seen[1][:, :n], atol=0, rtol=0)
@@ -48,8 +48,8 @@ def test_prefix_tokens_depend_only_on_the_first_data_ctx_points(model):
 
 def test_unknown_cross_attention_dataset_is_a_clear_error(points_only_transmitter):
     config = points_only_transmitter(inner_batch_size=64)
-    config["encoder"]["cross_attention_dataset"] = "multiview"
-    with pytest.raises(ValueError, match="cross_attention_dataset='multiview' is unknown"):
+    config["encoder"]["cross_attention_dataset"] = "voxels"
+    with pytest.raises(ValueError, match="cross_attention_dataset='voxels' is unknown"):
         model_from_config(config)
 
 
