@@ -106,7 +106,7 @@ def prepare(seed: int = 0) -> Dict[str, Path]:
     registry.write_text(json.dumps(entries))  # JSON is YAML
     cache = FILES / "cache"
     for entry in entries.values():  # the cache holds them as after `shap-e download`
-        fetch_file_cached(entry["url"], entry["sha256"], cache, progress=False)
+        fetch_file_cached(entry["url"], progress=False, cache_dir=cache, sha256=entry["sha256"])
     return {"registry": registry, "clip": clip, "cache": cache}
 
 

@@ -54,3 +54,9 @@ def test_version_is_one_in_the_package_the_metadata_and_the_changelog():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'version = "{shap_e.__version__}"' in pyproject
     assert f"## [{shap_e.__version__}]" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_readme_and_model_cards_stay_short():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+    for card in (ROOT / "model_cards").glob("*.md"):
+        assert len(card.read_text().splitlines()) <= 150, card.name
