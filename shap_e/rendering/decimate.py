@@ -5,11 +5,12 @@ Marching cubes at grid 128 gives tens of thousands of faces for shapes a few tho
 `fast-simplification` package) until at most `max_faces` remain; each kept vertex takes the mean of
 the vertex channels (colours) of the vertices collapsed into it.
 """
-from typing import Dict, Optional
+from typing import TYPE_CHECKING, Dict, Optional
 
 import numpy as np
 
-from shap_e.rendering.mesh import TriMesh
+if TYPE_CHECKING:  # `shap_e.rendering.mesh` imports this module: its writers take `max_faces`
+    from shap_e.rendering.mesh import TriMesh
 
 __all__ = ["check_max_faces", "decimate"]
 
@@ -24,7 +25,7 @@ def check_max_faces(max_faces: Optional[int], name: str = "max_faces") -> None:
         raise ValueError(f"{name} must be an integer of at least 4 (or None to keep every face), got {max_faces!r}")
 
 
-def decimate(mesh: TriMesh, max_faces: Optional[int]) -> TriMesh:
+def decimate(mesh: "TriMesh", max_faces: Optional[int]) -> "TriMesh":
     """`mesh` with at most `max_faces` faces (the mesh itself when it has no more, or when None).
 
     Vertex channels are averaged over the vertices collapsed into each kept vertex; face channels
@@ -48,7 +49,7 @@ def decimate(mesh: TriMesh, max_faces: Optional[int]) -> TriMesh:
     else:
         raise RuntimeError(f"decimation kept {len(new_faces)} faces after {_ATTEMPTS} attempts at max_faces={max_faces}")
     _, _, mapping = simplify.replay_simplification(verts, faces, collapses)
-    return TriMesh(
+    return type(mesh)(
         verts=new_verts.astype(np.float32),
         faces=np.asarray(new_faces, dtype=np.int64),
         vertex_channels=_averaged(mesh.vertex_channels, np.asarray(mapping), len(new_verts)),
