@@ -15,6 +15,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 MAX_SEED = 2**63 - 1
 FORMATS = ("glb", "ply", "obj")
 MAX_RENDER_SIZE = 4096
+MIN_TEXTURE_SIZE, MAX_TEXTURE_SIZE = 8, 8192
 MIN_FACES = 4  # `--max-faces`: a tetrahedron's
 
 
@@ -104,6 +105,9 @@ def add_sample_output_options(parser) -> None:
     turntables."""
     parser.add_argument("--format", default="glb,ply", help=f"comma-separated mesh formats from {FORMATS}")
     parser.add_argument("--texture", action="store_true", help="also write a UV-textured GLB (needs xatlas)")
+    parser.add_argument("--texture-size", type=int, default=1024, metavar="N",
+                        help=f"side of the --texture image in texels ({MIN_TEXTURE_SIZE} to {MAX_TEXTURE_SIZE}; "
+                        "default %(default)s)")
     parser.add_argument("--grid-size", type=int, default=128, help="marching-cubes grid (>= 8)")
     parser.add_argument("--max-faces", type=int, metavar="N",
                         help=f"at most N (>= {MIN_FACES}) faces in every mesh file, the textured GLB included: "
@@ -143,6 +147,7 @@ def check_sample_output(args) -> None:
         check_int(args.render_size, "--render-size", 8, MAX_RENDER_SIZE)
         check_render_memory(args.render_size, 20, args.render_mode, f"--render-size {args.render_size}")
     if args.texture:
+        check_int(args.texture_size, "--texture-size", MIN_TEXTURE_SIZE, MAX_TEXTURE_SIZE)
         require_module("xatlas", "--texture", "xatlas (or shap-e[texture])")
     if args.mp4:
         require_module("imageio_ffmpeg", "--mp4", "imageio imageio-ffmpeg (or shap-e[video])")
@@ -172,7 +177,7 @@ def write_sample(xm, latent: torch.Tensor, folder: Path, meta: Dict[str, Any], a
         for fmt in meta["formats"]:
             save_mesh(mesh, tmp / f"mesh.{fmt}", allow_empty=True)
         if args.texture and not empty:
-            save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent))
+            save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent), args.texture_size)
         if args.gif or args.mp4:
             t0 = time.perf_counter()
             frames = turntable(xm, latent, size=args.render_size, rendering_mode=args.render_mode)
