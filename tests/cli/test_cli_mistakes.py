@@ -9,25 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from shap_e.cli import main
+from tests.cli.conftest import run
 
 FAST = ["--steps", "2", "--grid-size", "16", "--format", "ply", "--device", "cpu"]
 
 
-@pytest.fixture(autouse=True)
-def offline_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("SHAP_E_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(tmp_path)
-
-
-def run(argv, capsys):
-    """(exit status, stderr) of `shap-e argv`, in-process."""
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
-    return code, capsys.readouterr().err
+pytestmark = pytest.mark.usefixtures("offline_cache")
 
 
 def one_error_line(err: str) -> str:
