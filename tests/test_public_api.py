@@ -8,8 +8,8 @@ import pytest
 import shap_e
 
 OFFICIAL = {
-    "shap_e.models.download": {"load_model": ["name", "device", "cache_dir", "progress"],
-                               "load_config": ["name", "cache_dir"]},
+    "shap_e.models.download": {"load_model": ["model_name", "device"],
+                               "load_config": ["config_name", "progress", "cache_dir"]},
     "shap_e.diffusion.gaussian_diffusion": {"diffusion_from_config": ["config"]},
     "shap_e.diffusion.sample": {"sample_latents": ["batch_size", "model", "diffusion", "model_kwargs"]},
     "shap_e.util.notebooks": {"create_pan_cameras": ["size", "device"],

@@ -156,8 +156,9 @@ def decode_latent(args, xm, device, decoder: Optional[str] = None) -> Path:
     `args.model`) into the sample folder `args.output`."""
     formats, latent = check_decode(args)
     meta = {"latent": Path(args.latent).name, "decoder": decoder or args.model, "grid_size": args.grid_size,
-            "vertex_placement": args.vertex_placement, "formats": formats, "package_version": __version__,
-            "seconds": {}}
+            "vertex_placement": args.vertex_placement, "max_faces": args.max_faces,
+            "texture_size": args.texture_size if args.texture else None, "formats": formats,
+            "package_version": __version__, "seconds": {}}
     t0 = time.perf_counter()
     write_sample(xm, latent.to(device), Path(args.output), meta, args, overwrite=args.overwrite)
     say(f"wrote {args.output} in {time.perf_counter() - t0:.1f} s")

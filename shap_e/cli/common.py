@@ -15,6 +15,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 MAX_SEED = 2**63 - 1
 FORMATS = ("glb", "ply", "obj")
 MAX_RENDER_SIZE = 4096
+MIN_TEXTURE_SIZE, MAX_TEXTURE_SIZE = 8, 8192
+MIN_FACES = 4  # `--max-faces`: a tetrahedron's
 
 
 class CliError(InvalidArgumentError):
@@ -99,10 +101,18 @@ def check_kind(name: str, needed: Optional[str]) -> None:
 
 
 def add_sample_output_options(parser) -> None:
-    """What a sample folder holds besides latent.pt and meta.json: mesh formats, mesh grid, turntables."""
+    """What a sample folder holds besides latent.pt and meta.json: mesh formats, mesh grid, face budget,
+    turntables."""
     parser.add_argument("--format", default="glb,ply", help=f"comma-separated mesh formats from {FORMATS}")
     parser.add_argument("--texture", action="store_true", help="also write a UV-textured GLB (needs xatlas)")
+    parser.add_argument("--texture-size", type=int, default=1024, metavar="N",
+                        help=f"side of the --texture image in texels ({MIN_TEXTURE_SIZE} to {MAX_TEXTURE_SIZE}; "
+                        "default %(default)s)")
     parser.add_argument("--grid-size", type=int, default=128, help="marching-cubes grid (>= 8)")
+    parser.add_argument("--max-faces", type=int, metavar="N",
+                        help=f"at most N (>= {MIN_FACES}) faces in every mesh file, the textured GLB included: "
+                        "a larger mesh is decimated (quadric edge collapse), vertex colours kept; e.g. 20000 "
+                        "makes a grid-128 GLB of well under 1 MB (default: every face marching cubes makes)")
     add_vertex_placement_option(parser)
     parser.add_argument("--gif", action="store_true", help="write a turntable GIF")
     parser.add_argument("--mp4", action="store_true", help="write a turntable MP4 (needs imageio-ffmpeg)")
@@ -131,10 +141,13 @@ def check_sample_output(args) -> None:
     from shap_e.models.decode import check_mesh_memory, check_render_memory
 
     check_mesh_memory(args.grid_size, "--grid-size")
+    if args.max_faces is not None:
+        check_int(args.max_faces, "--max-faces", MIN_FACES)
     if args.gif or args.mp4:
         check_int(args.render_size, "--render-size", 8, MAX_RENDER_SIZE)
         check_render_memory(args.render_size, 20, args.render_mode, f"--render-size {args.render_size}")
     if args.texture:
+        check_int(args.texture_size, "--texture-size", MIN_TEXTURE_SIZE, MAX_TEXTURE_SIZE)
         require_module("xatlas", "--texture", "xatlas (or shap-e[texture])")
     if args.mp4:
         require_module("imageio_ffmpeg", "--mp4", "imageio imageio-ffmpeg (or shap-e[video])")
@@ -156,6 +169,7 @@ def write_sample(xm, latent: torch.Tensor, folder: Path, meta: Dict[str, Any], a
         t0 = time.perf_counter()
         mesh = decode_latent_mesh(xm, latent, grid_size=args.grid_size, vertex_placement=args.vertex_placement)
         meta["seconds"]["mesh"] = round(time.perf_counter() - t0, 3)
+        mesh = within_budget(mesh, args.max_faces, folder.name, meta)
         empty = len(mesh.faces) == 0
         if empty:
             say(f"note: the mesh of {folder.name} is empty (the field has no surface in the box); its files hold "
@@ -163,7 +177,7 @@ def write_sample(xm, latent: torch.Tensor, folder: Path, meta: Dict[str, Any], a
         for fmt in meta["formats"]:
             save_mesh(mesh, tmp / f"mesh.{fmt}", allow_empty=True)
         if args.texture and not empty:
-            save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent))
+            save_textured_glb(mesh, tmp / "mesh_textured.glb", latent_color_fn(xm, latent), args.texture_size)
         if args.gif or args.mp4:
             t0 = time.perf_counter()
             frames = turntable(xm, latent, size=args.render_size, rendering_mode=args.render_mode)
@@ -174,6 +188,22 @@ def write_sample(xm, latent: torch.Tensor, folder: Path, meta: Dict[str, Any], a
                 save_mp4(frames, tmp / "turntable.mp4")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
                                        encoding="utf-8")
+
+
+def within_budget(mesh, max_faces: Optional[int], name: str, meta: Dict[str, Any]):
+    """`mesh` (a TorchMesh) as it is when it has at most `max_faces` faces (or `max_faces` is None),
+    else decimated to that budget as a TriMesh; the decimation time goes to `meta["seconds"]`."""
+    if max_faces is None or len(mesh.faces) <= max_faces:
+        return mesh
+    from shap_e.rendering.decimate import decimate
+
+    t0 = time.perf_counter()
+    tri = mesh.tri_mesh()
+    tri.check_finite(f"refusing to write the mesh files of {name}")
+    decimated = decimate(tri, max_faces)
+    meta["seconds"]["decimation"] = round(time.perf_counter() - t0, 3)
+    say(f"decimated the mesh of {name} from {len(tri.faces)} to {len(decimated.faces)} faces (--max-faces {max_faces})")
+    return decimated
 
 
 def add_vertex_placement_option(parser) -> None:

@@ -248,8 +248,9 @@ def plan_generation(args) -> Plan:
         "init_strength": resolve_init_strength(args.init_strength, spec.init_strength, None, name,
                                                from_latent=init_latent is not None),
         **(_init_latent_record(args.init_latent, init_latent) if init_latent is not None else {}),
-        "dtype": args.dtype, "precision": args.precision, "grid_size": args.grid_size, "vertex_placement": args.vertex_placement,
-        "formats": formats, "texture": args.texture, "gif": args.gif, "mp4": args.mp4,
+        "dtype": args.dtype, "precision": args.precision, "grid_size": args.grid_size,
+        "vertex_placement": args.vertex_placement, "max_faces": args.max_faces, "formats": formats, "texture": args.texture,
+        "texture_size": args.texture_size if args.texture else None, "gif": args.gif, "mp4": args.mp4,
         "render_mode": args.render_mode if args.gif or args.mp4 else None,
         "render_size": args.render_size if args.gif or args.mp4 else None,
     }

@@ -58,11 +58,6 @@ class AssetMesh:
                 color[on] = color[on] * _sample_bilinear(image, uv)
         return color
 
-    def face_areas(self) -> torch.Tensor:
-        """Triangle areas `[F]`."""
-        tri = self.verts[self.faces]
-        return torch.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], dim=-1).norm(dim=-1) / 2
-
     def to(self, device) -> "AssetMesh":
         """The same mesh with every tensor on `device`."""
         return replace(

@@ -5,28 +5,30 @@ sampling; the rest follows the official recipe: `n_candidates` random surface po
 sampling (FPS, `shap_e.rendering.point_cloud.farthest_point_sample`) down to `n_points`, each kept
 point coloured by the mean colour of the candidates nearest to it, colours rounded to multiples of 1/255.
 """
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 
 from shap_e.encoding.assets import AssetMesh
 from shap_e.rendering.color import linear_to_srgb
 from shap_e.rendering.point_cloud import farthest_point_sample
+from shap_e.rendering.torch_mesh import TorchMesh, face_areas
 
 __all__ = ["sample_surface", "farthest_point_sample", "sample_point_cloud"]
 
 
 def sample_surface(
-    mesh: AssetMesh, n_samples: int, generator: Optional[torch.Generator] = None
+    mesh: Union[AssetMesh, TorchMesh], n_samples: int, generator: Optional[torch.Generator] = None
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Uniform samples on the surface (faces picked with probability proportional to area).
+    """Uniform samples on the surface of a mesh with `verts [V, 3]` and `faces [F, 3]` (faces picked with
+    probability proportional to area).
 
     Returns positions `[n, 3]`, face indices `[n]` and barycentrics `[n, 3]`.
     """
     if n_samples < 1:
         raise ValueError(f"n_samples must be positive, got {n_samples}")
     device = mesh.verts.device
-    cdf = torch.cumsum(mesh.face_areas().double(), 0)
+    cdf = torch.cumsum(face_areas(mesh.verts, mesh.faces).double(), 0)
     if not float(cdf[-1]) > 0:
         raise ValueError("the mesh has zero surface area; pass a mesh with non-degenerate faces")
     draws = torch.rand(3, n_samples, generator=generator, dtype=torch.float64).to(device)

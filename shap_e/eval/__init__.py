@@ -3,7 +3,7 @@ validation and test draws, and the 95 % intervals of their numbers (see docs/eva
 from shap_e.eval.classify import ShapeClassifier, build_classifier, canonical_grid, color_name, dominant_color
 from shap_e.eval.intervals import bootstrap_mean_interval, wilson_interval
 from shap_e.eval.judge import asset_mesh
-from shap_e.eval.metrics import EvalMesh, chamfer_and_color, occupancy, to_eval_mesh, volumetric_iou
+from shap_e.eval.metrics import chamfer_and_color, occupancy, to_eval_mesh, volumetric_iou
 from shap_e.eval.report import markdown_report, write_results
 from shap_e.eval.run import (
     LabelledPrompt,
@@ -20,7 +20,6 @@ from shap_e.eval.settings import EvalSettings, Judges
 __all__ = [
     "DRAW_SIZE",
     "EVAL_SETS",
-    "EvalMesh",
     "EvalSet",
     "EvalSettings",
     "Judges",

@@ -25,8 +25,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from shap_e.eval.metrics import EvalMesh, occupancy, to_eval_mesh
+from shap_e.eval.metrics import face_colored_mesh, is_empty, occupancy, to_eval_mesh
 from shap_e.rendering.color import linear_to_srgb, srgb_to_linear
+from shap_e.rendering.torch_mesh import TorchMesh
 
 __all__ = [
     "ShapeClassifier",
@@ -78,10 +79,11 @@ def dominant_color(mesh: Any) -> Tuple[Optional[str], float]:
     Returns (None, 0.0) for an empty or uncoloured mesh. Colours are linear on the mesh, named in sRGB.
     """
     mesh = to_eval_mesh(mesh)
-    if mesh.is_empty or mesh.face_colors is None:
+    colors = mesh.face_colors()
+    if is_empty(mesh) or colors is None:
         return None, 0.0
     names, lab = _palette()
-    votes = torch.cdist(srgb_to_lab(linear_to_srgb(mesh.face_colors.float().clamp(0, 1))), lab).argmin(dim=1)
+    votes = torch.cdist(srgb_to_lab(linear_to_srgb(colors.float().clamp(0, 1))), lab).argmin(dim=1)
     tri = mesh.verts[mesh.faces].double()
     normal = torch.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], dim=-1)  # length: twice the area
     weight = (normal.norm(dim=-1) + normal[:, 2].abs()) / 4  # area * (1 + |n_z|) / 2
@@ -105,16 +107,17 @@ def connected_parts(faces: torch.Tensor, n_verts: int) -> torch.Tensor:
         label = new
 
 
-def drop_small_parts(mesh: EvalMesh, min_fraction: float = MIN_PART_FRACTION) -> EvalMesh:
-    """The mesh without the connected parts holding less than `min_fraction` of its surface area."""
-    if mesh.is_empty:
+def drop_small_parts(mesh: TorchMesh, min_fraction: float = MIN_PART_FRACTION) -> TorchMesh:
+    """The mesh (in the evaluation's form, `to_eval_mesh`) without the connected parts holding less than
+    `min_fraction` of its surface area."""
+    if is_empty(mesh):
         return mesh
     part = connected_parts(mesh.faces, mesh.verts.shape[0])
     areas = mesh.face_areas().double()
     part_area = torch.zeros(mesh.verts.shape[0], dtype=torch.float64).index_add_(0, part, areas)
     keep = part_area[part] >= min_fraction * areas.sum()
-    colors = None if mesh.face_colors is None else mesh.face_colors[keep]
-    return EvalMesh(mesh.verts, mesh.faces[keep], colors)
+    colors = mesh.face_colors()
+    return face_colored_mesh(mesh.verts, mesh.faces[keep], None if colors is None else colors[keep])
 
 
 def yaw_align(verts: torch.Tensor) -> torch.Tensor:
@@ -136,14 +139,14 @@ def canonical_grid(mesh: Any, resolution: int = 32) -> torch.Tensor:
     """Occupancy `[R, R, R]` of the yaw-aligned mesh, small parts dropped, with its bounding box
     stretched onto [-1, 1]^3."""
     mesh = drop_small_parts(to_eval_mesh(mesh))
-    if mesh.is_empty:
+    if is_empty(mesh):
         return torch.zeros(resolution, resolution, resolution, dtype=torch.bool)
     # Unreferenced vertices must not move the footprint or the bounding box.
     used, faces = torch.unique(mesh.faces, return_inverse=True)
     verts = yaw_align(mesh.verts[used].float())
     lo, hi = verts.amin(dim=0), verts.amax(dim=0)
     scaled = (verts - (lo + hi) / 2) * (2 / (hi - lo).clamp(min=1e-6))
-    return occupancy(EvalMesh(scaled, faces), resolution)
+    return occupancy(TorchMesh(scaled, faces), resolution)
 
 
 def _symmetries(grid: torch.Tensor) -> torch.Tensor:

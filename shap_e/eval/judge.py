@@ -6,26 +6,29 @@ does (bounding-box centre at the origin, largest extent 2).
 from typing import Any, Dict, Mapping, Optional
 
 from shap_e.eval.classify import ShapeClassifier, dominant_color
-from shap_e.eval.metrics import EvalMesh, to_eval_mesh
+from shap_e.eval.metrics import face_colored_mesh, is_empty, to_eval_mesh
 from shap_e.eval.settings import Judges
+from shap_e.rendering.torch_mesh import TorchMesh
 
 __all__ = ["asset_mesh", "extra_categories", "judge_mesh", "predicted_category"]
 
 
-def asset_mesh(asset: Any) -> EvalMesh:
-    """A `ProceduralAsset` (or trimesh) as an `EvalMesh` normalised to [-1, 1]^3 like `load_asset`."""
+def asset_mesh(asset: Any) -> TorchMesh:
+    """A `ProceduralAsset` (or trimesh) in the evaluation's form (`to_eval_mesh`) normalised to [-1, 1]^3
+    like `load_asset`."""
     mesh = to_eval_mesh(getattr(asset, "mesh", asset))
     used = mesh.verts[mesh.faces.unique()]
     lo, hi = used.amin(dim=0), used.amax(dim=0)
-    return EvalMesh((mesh.verts - (lo + hi) / 2) * (2 / float((hi - lo).max())), mesh.faces, mesh.face_colors)
+    verts = (mesh.verts - (lo + hi) / 2) * (2 / float((hi - lo).max()))
+    return face_colored_mesh(verts, mesh.faces, mesh.face_colors())
 
 
-def predicted_category(mesh: EvalMesh, classifier: ShapeClassifier) -> Optional[str]:
+def predicted_category(mesh: TorchMesh, classifier: ShapeClassifier) -> Optional[str]:
     """The classifier's category of the mesh; None for an empty mesh."""
-    return classifier.classify(mesh)[0] if not mesh.is_empty else None
+    return classifier.classify(mesh)[0] if not is_empty(mesh) else None
 
 
-def extra_categories(mesh: EvalMesh, category: str, extra: Mapping[str, ShapeClassifier]) -> Dict[str, Any]:
+def extra_categories(mesh: TorchMesh, category: str, extra: Mapping[str, ShapeClassifier]) -> Dict[str, Any]:
     """`pred_category_<name>` and `category_correct_<name>` of the mesh by each named extra judge."""
     row: Dict[str, Any] = {}
     for name, classifier in extra.items():
@@ -39,7 +42,7 @@ def judge_mesh(mesh: Any, category: str, colour: str, judges: Judges) -> Dict[st
     """Category (with the main judge's best reference IoU as `category_score`) and colour of one mesh
     against its labels; `judges.main` must be built."""
     mesh = to_eval_mesh(mesh)
-    predicted, score = judges.main.classify(mesh) if not mesh.is_empty else (None, 0.0)
+    predicted, score = judges.main.classify(mesh) if not is_empty(mesh) else (None, 0.0)
     name, share = dominant_color(mesh)
     return dict(
         category=category, colour=colour, pred_category=predicted, category_score=round(score, 4),

@@ -10,17 +10,18 @@
 * Colour error: mean absolute sRGB difference (in [0, 1]) between each surface sample and the
   nearest sample of the other mesh, averaged over both directions.
 """
-from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 import torch
 
 from shap_e.rendering.color import linear_to_srgb, srgb_to_linear
+from shap_e.rendering.torch_mesh import TorchMesh
 
 __all__ = [
-    "EvalMesh",
     "chamfer_and_color",
+    "face_colored_mesh",
     "grid_iou",
+    "is_empty",
     "nearest",
     "occupancy",
     "to_eval_mesh",
@@ -32,53 +33,46 @@ __all__ = [
 _COLUMN_SHIFT = (3.1e-6, 1.7e-6)
 
 
-@dataclass
-class EvalMesh:
-    """A triangle mesh reduced to what the metrics need.
+def is_empty(mesh: TorchMesh) -> bool:
+    """True when the mesh has no face with area (an empty or degenerate marching-cubes result)."""
+    return mesh.faces.shape[0] == 0 or bool(mesh.face_areas().sum() == 0)
 
-    verts: `[V, 3]` float32; faces: `[F, 3]` int64 (counter-clockwise seen from outside);
-    face_colors: `[F, 3]` **linear** RGB in [0, 1], or None for an uncoloured mesh.
+
+def face_colored_mesh(verts: torch.Tensor, faces: torch.Tensor, colors: Optional[torch.Tensor] = None) -> TorchMesh:
+    """The evaluation's mesh: `verts [V, 3]`, `faces [F, 3]` and linear `colors [F, 3]` (or None for an
+    uncoloured mesh) as a `TorchMesh` with face channels 'R', 'G', 'B'."""
+    channels = {} if colors is None else {k: colors[:, i] for i, k in enumerate("RGB")}
+    return TorchMesh(verts, faces, face_channels=channels)
+
+
+def to_eval_mesh(mesh: Any) -> TorchMesh:
+    """The evaluation's form of a mesh: a CPU `TorchMesh` with float32 `verts [V, 3]`, int64 `faces [F, 3]`
+    and linear colours in its face channels 'R', 'G', 'B' (none for an uncoloured mesh).
+
+    Takes a `TorchMesh` (linear R, G, B vertex channels, averaged over each face's corners, else
+    face channels), a `trimesh.Trimesh` (sRGB vertex or face colours) or an `AssetMesh` (linear corner
+    colours; textures are ignored).
     """
-
-    verts: torch.Tensor
-    faces: torch.Tensor
-    face_colors: Optional[torch.Tensor] = None
-
-    def face_areas(self) -> torch.Tensor:
-        """Triangle areas `[F]`."""
-        tri = self.verts[self.faces]
-        return torch.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], dim=-1).norm(dim=-1) / 2
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the mesh has no face with area (an empty or degenerate marching-cubes result)."""
-        if self.faces.shape[0] == 0:
-            return True
-        tri = self.verts[self.faces]
-        return bool(torch.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], dim=-1).norm(dim=-1).sum() == 0)
-
-
-def to_eval_mesh(mesh: Any) -> EvalMesh:
-    """Convert a `TorchMesh` (linear R, G, B vertex channels), a `trimesh.Trimesh` (sRGB vertex or face
-    colours), an `AssetMesh` (linear corner colours) or an `EvalMesh` (returned as is)."""
-    if isinstance(mesh, EvalMesh):
-        return mesh
-    if hasattr(mesh, "corner_colors"):  # AssetMesh; textures are ignored, the corner colours kept
-        return EvalMesh(mesh.verts.float(), mesh.faces.long(), mesh.corner_colors.float().mean(dim=1))
-    if hasattr(mesh, "vertex_channels"):  # TorchMesh
-        verts, faces = mesh.verts.detach().float().cpu(), mesh.faces.detach().long().cpu()
-        channels = mesh.vertex_channels or {}
-        colors = None
-        if all(k in channels for k in "RGB"):
-            rgb = torch.stack([channels[k].detach().float().cpu() for k in "RGB"], dim=-1)
-            colors = rgb[faces].mean(dim=1) if len(faces) else torch.zeros(0, 3)
-        return EvalMesh(verts, faces, colors)
+    if hasattr(mesh, "corner_colors"):  # AssetMesh
+        return face_colored_mesh(mesh.verts.float(), mesh.faces.long(), mesh.corner_colors.float().mean(dim=1))
+    if isinstance(mesh, TorchMesh):
+        return _from_torch_mesh(mesh)
     if hasattr(mesh, "vertices") and hasattr(mesh, "faces"):  # trimesh.Trimesh
         return _from_trimesh(mesh)
-    raise ValueError(f"mesh must be a TorchMesh, trimesh.Trimesh, AssetMesh or EvalMesh, got {type(mesh).__name__}")
+    raise ValueError(f"mesh must be a TorchMesh, trimesh.Trimesh or AssetMesh, got {type(mesh).__name__}")
 
 
-def _from_trimesh(mesh: Any) -> EvalMesh:
+def _from_torch_mesh(mesh: TorchMesh) -> TorchMesh:
+    verts, faces = mesh.verts.detach().float().cpu(), mesh.faces.detach().long().cpu()
+    channels = mesh.vertex_channels or {}
+    if all(k in channels for k in "RGB"):
+        rgb = torch.stack([channels[k].detach().float().cpu() for k in "RGB"], dim=-1)
+        return face_colored_mesh(verts, faces, rgb[faces].mean(dim=1) if len(faces) else torch.zeros(0, 3))
+    colors = mesh.face_colors()
+    return face_colored_mesh(verts, faces, None if colors is None else colors.detach().float().cpu())
+
+
+def _from_trimesh(mesh: Any) -> TorchMesh:
     verts = torch.tensor(mesh.vertices, dtype=torch.float32)
     faces = torch.tensor(mesh.faces, dtype=torch.int64)
     visual, colors = getattr(mesh, "visual", None), None
@@ -88,10 +82,10 @@ def _from_trimesh(mesh: Any) -> EvalMesh:
         colors = srgb_to_linear(srgb)[faces].mean(dim=1)
     elif kind == "face":
         colors = srgb_to_linear(torch.tensor(visual.face_colors[:, :3], dtype=torch.float32) / 255)
-    return EvalMesh(verts, faces, colors)
+    return face_colored_mesh(verts, faces, colors)
 
 
-def occupancy(mesh: EvalMesh, resolution: int = 64, max_pairs: int = 1 << 21) -> torch.Tensor:
+def occupancy(mesh: TorchMesh, resolution: int = 64, max_pairs: int = 1 << 21) -> torch.Tensor:
     """Inside/outside of the cell centres of an `R^3` grid over [-1, 1]^3 -> bool `[R, R, R]` ([x, y, z]).
 
     The mesh should be outward-wound; a cell is inside when rays along at least two of the three
@@ -184,11 +178,12 @@ def nearest(points: torch.Tensor, others: torch.Tensor, chunk: int = 4096) -> Tu
     return (points - others[index]).norm(dim=-1), index
 
 
-def _surface_samples(mesh: EvalMesh, n: int, generator: torch.Generator):
+def _surface_samples(mesh: TorchMesh, n: int, generator: torch.Generator):
     from shap_e.encoding.point_cloud import sample_surface
 
     points, face, _ = sample_surface(mesh, n, generator)
-    colors = None if mesh.face_colors is None else linear_to_srgb(mesh.face_colors[face].clamp(0, 1))
+    face_colors = mesh.face_colors()
+    colors = None if face_colors is None else linear_to_srgb(face_colors[face].clamp(0, 1))
     return points.float(), colors
 
 
@@ -200,7 +195,7 @@ def chamfer_and_color(pred: Any, ref: Any, n_samples: int = 10000, seed: int = 0
     `color_error` is None when a mesh has no colours.
     """
     pred, ref = to_eval_mesh(pred), to_eval_mesh(ref)
-    if pred.is_empty or ref.is_empty:
+    if is_empty(pred) or is_empty(ref):
         return {"chamfer": None, "color_error": None}
     p_points, p_colors = _surface_samples(pred, n_samples, torch.Generator().manual_seed(seed))
     r_points, r_colors = _surface_samples(ref, n_samples, torch.Generator().manual_seed(seed))

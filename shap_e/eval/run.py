@@ -200,7 +200,8 @@ def picture(asset: Any, size: int = 256, seed: int = 0):
 
     mesh = asset_mesh(asset)
     n_faces = mesh.faces.shape[0]
-    colors = mesh.face_colors if mesh.face_colors is not None else torch.full((n_faces, 3), 0.8)
+    colors = mesh.face_colors()
+    colors = colors if colors is not None else torch.full((n_faces, 3), 0.8)
     asset_like = AssetMesh(
         verts=mesh.verts, faces=mesh.faces, corner_colors=colors[:, None].expand(n_faces, 3, 3).contiguous(),
         corner_uvs=torch.zeros(n_faces, 3, 2), face_texture=torch.full((n_faces,), -1), textures=[],

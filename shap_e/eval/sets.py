@@ -14,7 +14,6 @@ interrupted run resumes where it stopped) and merges the draws into one result w
 all items. See docs/evaluation.md.
 """
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple

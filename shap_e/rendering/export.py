@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import trimesh
 from PIL import Image
 
+from shap_e.rendering.decimate import check_max_faces, decimate
 from shap_e.rendering.mesh import FORMATS, UP_AXES, TriMesh, to_y_up
 from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.util.atomic import write_atomic
@@ -43,9 +44,14 @@ def save_mesh(
     format: Optional[str] = None,
     up_axis: str = "y",
     allow_empty: bool = False,
+    max_faces: Optional[int] = None,
 ) -> Path:
-    """Write `mesh` to `path` atomically and return the path; see `TriMesh.save` for the options."""
-    return _tri_mesh(mesh).save(path, format=format, up_axis=up_axis, allow_empty=allow_empty)
+    """Write `mesh` to `path` atomically and return the path; see `TriMesh.save` for the options.
+
+    max_faces: at most this many faces in the file (a mesh with more is decimated, vertex colours
+    kept: `shap_e.rendering.decimate`); None keeps every face.
+    """
+    return _tri_mesh(mesh).save(path, format=format, up_axis=up_axis, allow_empty=allow_empty, max_faces=max_faces)
 
 
 def _tri_mesh(mesh: Union[TorchMesh, TriMesh]) -> TriMesh:
@@ -78,6 +84,7 @@ def save_textured_glb(
     up_axis: str = "y",
     padding: int = 4,
     batch_size: int = 65536,
+    max_faces: Optional[int] = None,
 ) -> Path:
     """Write a UV-textured GLB, atomically: xatlas unwrap, texture baked from `color_fn`.
 
@@ -85,13 +92,15 @@ def save_textured_glb(
         `[P, 3]` in [0, 1], e.g. the STF colour head. It is called in chunks of `batch_size` points.
     texture_size: side of the square texture in texels. padding: texels of colour dilated over
         chart borders (hides seams when the texture is filtered or mipmapped).
+    max_faces: decimate a mesh with more faces to at most this many before unwrapping (the texture
+        keeps the colour detail); None keeps every face.
     The texture is stored as an sRGB PNG (glTF's baseColorTexture is sRGB-encoded). Needs the
     optional `xatlas` package (`pip install shap-e[texture]`).
     """
     path = Path(path)
     if path.suffix.lower() != ".glb":
         raise ValueError(f"save_textured_glb writes .glb files, got {path.name!r}")
-    textured = unwrap_and_bake(mesh, color_fn, texture_size, up_axis, padding, batch_size)
+    textured = unwrap_and_bake(mesh, color_fn, texture_size, up_axis, padding, batch_size, max_faces)
     material = trimesh.visual.material.PBRMaterial(
         baseColorTexture=Image.fromarray(textured.texture), metallicFactor=0.0, roughnessFactor=1.0
     )
@@ -107,6 +116,7 @@ def save_textured_obj(
     up_axis: str = "y",
     padding: int = 4,
     batch_size: int = 65536,
+    max_faces: Optional[int] = None,
 ) -> List[Path]:
     """Write a UV-textured OBJ with its `<stem>.mtl` and `<stem>.png` (sRGB) next to it.
 
@@ -116,7 +126,7 @@ def save_textured_obj(
     path = Path(path)
     if path.suffix.lower() != ".obj":
         raise ValueError(f"save_textured_obj writes .obj files, got {path.name!r}")
-    textured = unwrap_and_bake(mesh, color_fn, texture_size, up_axis, padding, batch_size)
+    textured = unwrap_and_bake(mesh, color_fn, texture_size, up_axis, padding, batch_size, max_faces)
     # Kd = 1 and Ks = 0, because viewers multiply map_Kd by Kd.
     material = trimesh.visual.material.SimpleMaterial(
         name=path.stem, image=Image.fromarray(textured.texture),
@@ -141,13 +151,16 @@ def unwrap_and_bake(
     up_axis: str = "y",
     padding: int = 4,
     batch_size: int = 65536,
+    max_faces: Optional[int] = None,
 ) -> TexturedMesh:
-    """UV-unwrap `mesh` with xatlas (seams split vertices) and bake `color_fn` into a texture."""
+    """UV-unwrap `mesh` (first decimated to `max_faces`, if given) with xatlas (seams split vertices)
+    and bake `color_fn` into a texture."""
     if up_axis not in UP_AXES:
         raise ValueError(f"up_axis must be one of {UP_AXES}, got {up_axis!r}")
     if isinstance(texture_size, bool) or not isinstance(texture_size, int) or texture_size < 8:
         raise ValueError(f"texture_size must be an int >= 8, got {texture_size!r}")
-    tri = _tri_mesh(mesh)
+    check_max_faces(max_faces)
+    tri = decimate(_tri_mesh(mesh), max_faces)
     if len(tri.faces) == 0:
         raise ValueError("mesh has no faces; there is nothing to texture")
     xatlas = _import_xatlas()

@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, BinaryIO, Dict, Optional, TextIO, Union
 
 import numpy as np
 
+from shap_e.rendering.decimate import check_max_faces, decimate
 from shap_e.rendering.ply_util import ply_bytes
 from shap_e.util.atomic import write_atomic
 from shap_e.util.errors import NonFiniteError
@@ -113,13 +114,14 @@ class TriMesh:
         lines += [f"f {a} {b} {c}" for a, b, c in (self.faces.astype(np.int64) + 1).tolist()]
         return "\n".join(lines)
 
-    def write_ply(self, raw_f: BinaryIO) -> None:
-        """Write `ply_bytes()` to a binary stream."""
-        raw_f.write(self.ply_bytes())
+    def write_ply(self, raw_f: BinaryIO, max_faces: Optional[int] = None) -> None:
+        """Write `ply_bytes()` to a binary stream; `max_faces`: at most that many faces (see `save`)."""
+        raw_f.write(decimate(self, max_faces).ply_bytes())
 
-    def write_obj(self, raw_f: Union[TextIO, BinaryIO]) -> None:
-        """Write `obj_text()` to a text stream (or UTF-8 encoded to a binary stream)."""
-        text = self.obj_text()
+    def write_obj(self, raw_f: Union[TextIO, BinaryIO], max_faces: Optional[int] = None) -> None:
+        """Write `obj_text()` to a text stream (or UTF-8 encoded to a binary stream); `max_faces`:
+        at most that many faces (see `save`)."""
+        text = decimate(self, max_faces).obj_text()
         raw_f.write(text if isinstance(raw_f, io.TextIOBase) else text.encode("utf-8"))
 
     def check_finite(self, consequence: str) -> None:
@@ -145,7 +147,7 @@ class TriMesh:
         )
 
     def save(self, f: Union[PathLike, IO[bytes]], format: Optional[str] = None, up_axis: str = "y",
-             allow_empty: bool = False) -> Optional[Path]:
+             allow_empty: bool = False, max_faces: Optional[int] = None) -> Optional[Path]:
         """Write the mesh to a path (atomically: a failure leaves no file behind) or a binary stream.
 
         f: a path, whose extension picks the format ('.npz', '.ply', '.obj', '.glb'), or a binary
@@ -157,23 +159,28 @@ class TriMesh:
             `write_ply`/`write_obj`). The `.npz` always holds the arrays as they are.
         allow_empty: a PLY/OBJ/GLB of a mesh without faces raises ValueError unless this is True;
             then a valid file without geometry is written.
+        max_faces: at most this many faces in the file, in every format: a mesh with more is
+            decimated (quadric edge collapse, `shap_e.rendering.decimate`; vertex colours are
+            averaged over the merged vertices, normals and face channels dropped). None keeps every face.
         Colours stay **linear** in every format: glTF defines COLOR_0 as linear, and PLY/OBJ store what
         the reference stores (`round(255.499 c)` / floats). Returns the path (None for a stream).
         """
+        check_max_faces(max_faces)
         stream = hasattr(f, "write")
         format = _resolve_format(None if stream else Path(f), format)
         name = getattr(f, "name", "the stream") if stream else Path(f)
         self.check_finite(f"refusing to write {name}")
+        mesh = decimate(self, max_faces)
         if format == ARRAY_FORMAT:
-            data = self.npz_bytes()
+            data = mesh.npz_bytes()
         else:
             if up_axis not in UP_AXES:
                 raise ValueError(f"up_axis must be one of {UP_AXES}, got {up_axis!r}")
-            if len(self.faces) == 0 and not allow_empty:
+            if len(mesh.faces) == 0 and not allow_empty:
                 raise ValueError(
                     f"mesh has no faces; refusing to write {name} (pass allow_empty=True to write it anyway)"
                 )
-            data = _encode(to_y_up(self) if up_axis == "y" else self, format)
+            data = _encode(to_y_up(mesh) if up_axis == "y" else mesh, format)
         if stream:
             f.write(data)
             return None

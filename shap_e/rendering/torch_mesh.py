@@ -6,7 +6,13 @@ import torch
 
 from shap_e.rendering.mesh import TriMesh
 
-__all__ = ["TorchMesh"]
+__all__ = ["TorchMesh", "face_areas"]
+
+
+def face_areas(verts: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
+    """Areas `[F]` of the triangles `faces [F, 3]` (int64 indices) of the points `verts [V, 3]`."""
+    tri = verts[faces]
+    return torch.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], dim=-1).norm(dim=-1) / 2
 
 
 @dataclass
@@ -23,6 +29,17 @@ class TorchMesh:
     faces: torch.Tensor
     vertex_channels: Optional[Dict[str, torch.Tensor]] = field(default_factory=dict)
     face_channels: Optional[Dict[str, torch.Tensor]] = field(default_factory=dict)
+
+    def face_areas(self) -> torch.Tensor:
+        """Triangle areas `[n_faces]`."""
+        return face_areas(self.verts, self.faces)
+
+    def face_colors(self) -> Optional[torch.Tensor]:
+        """The face channels 'R', 'G', 'B' stacked to `[n_faces, 3]`, or None when any is missing."""
+        channels = self.face_channels or {}
+        if not all(k in channels for k in "RGB"):
+            return None
+        return torch.stack([channels[k] for k in "RGB"], dim=-1)
 
     def tri_mesh(self) -> "TriMesh":
         """The same mesh as numpy arrays on the CPU (no normals; None channels stay None)."""

@@ -75,7 +75,7 @@ def settings_of(config: Mapping[str, Any], key: str, settings_class: Callable[..
 
 
 def resolve_device(device: Optional[Union[str, torch.device]]) -> Optional[torch.device]:
-    """Validate a device argument early: a valid name of a device this machine has.
+    """Validate a device argument early: a valid name of a device this computer has.
 
     Raises InvalidArgumentError for a malformed name and DeviceUnavailableError for a device that is
     not here (naming the ones that are). None stays None.
@@ -94,7 +94,7 @@ def resolve_device(device: Optional[Union[str, torch.device]]) -> Optional[torch
 
 
 def available_devices() -> List[str]:
-    """The devices this machine has: `cpu`, then `cuda:0`, `cuda:1`, ... and `mps` where present."""
+    """The devices this computer has: `cpu`, then `cuda:0`, `cuda:1`, ... and `mps` where present."""
     devices = ["cpu"]
     if torch.cuda.is_available():
         devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
@@ -105,7 +105,7 @@ def available_devices() -> List[str]:
 
 
 def check_device_available(device: torch.device) -> None:
-    """Raise DeviceUnavailableError naming `device` and the available ones unless this machine has it."""
+    """Raise DeviceUnavailableError naming `device` and the available ones unless this computer has it."""
     available = available_devices()
     if device.type == "cpu" or (device.type == "mps" and "mps" in available):
         return
@@ -113,5 +113,5 @@ def check_device_available(device: torch.device) -> None:
         return
     if device.type in ("cuda", "mps", "cpu"):
         raise DeviceUnavailableError(
-            f"device {str(device)!r} is not available on this machine; available: {', '.join(available)}"
+            f"device {str(device)!r} is not available on this computer; available: {', '.join(available)}"
         )

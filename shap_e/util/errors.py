@@ -58,7 +58,7 @@ class ChecksumError(CorruptFileError, RuntimeError):
 
 
 class DeviceUnavailableError(ShapEError):
-    """The requested device does not exist on this machine."""
+    """The requested device does not exist on this computer."""
 
 
 class ResourceLimitError(ShapEError):

@@ -9,25 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from shap_e.cli import main
+from tests.cli.conftest import run
 
 FAST = ["--steps", "2", "--grid-size", "16", "--format", "ply", "--device", "cpu"]
 
 
-@pytest.fixture(autouse=True)
-def offline_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("SHAP_E_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(tmp_path)
-
-
-def run(argv, capsys):
-    """(exit status, stderr) of `shap-e argv`, in-process."""
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
-    return code, capsys.readouterr().err
+pytestmark = pytest.mark.usefixtures("offline_cache")
 
 
 def one_error_line(err: str) -> str:
@@ -99,17 +86,19 @@ def test_texture_writes_a_uv_textured_glb_with_a_real_texture(command, capsys, t
 
     if command == "decode":
         assert run(["text", "a red cube", "-o", "s", *FAST], capsys)[0] == 0
-        argv = ["decode", "s/a_red_cube_seed0/latent.pt", "-o", "out", "--grid-size", "32", "--texture"]
+        argv = ["decode", "s/a_red_cube_seed0/latent.pt", "-o", "out", "--grid-size", "32", "--texture",
+                "--texture-size", "256"]
     else:
         Image.new("RGB", (64, 64), (200, 30, 30)).save(tmp_path / "pic.png")
         source = "a red cube" if command == "text" else "pic.png"
-        argv = [command, source, "-o", "out", "--texture", "--steps", "8", "--grid-size", "32", "--format", "glb"]
+        argv = [command, source, "-o", "out", "--texture", "--texture-size", "256", "--steps", "8", "--grid-size", "32",
+                "--format", "glb"]
     code, err = run(argv, capsys)
     assert code == 0, err
     glb = next((tmp_path / "out").rglob("mesh_textured.glb"))
     (geometry,) = trimesh.load(glb).geometry.values()
     texture = np.asarray(geometry.visual.material.baseColorTexture.convert("RGB"))
-    assert texture.shape[:2] == (1024, 1024) and geometry.visual.uv.shape == (len(geometry.vertices), 2)
+    assert texture.shape[:2] == (256, 256) and geometry.visual.uv.shape == (len(geometry.vertices), 2)
     assert texture.std() > 5 and len(np.unique(texture.reshape(-1, 3), axis=0)) > 20
 
 
@@ -252,9 +241,9 @@ def test_a_missing_device_is_named_with_what_is_available(device, capsys):
     from shap_e.util.config import available_devices
 
     if any(d.startswith(device) for d in available_devices()):
-        pytest.skip(f"this machine has {device}")
+        pytest.skip(f"this computer has {device}")
     code, err = run(["text", "a cube", "--device", device, *FAST[:-2]], capsys)
-    assert code == 2 and f"device '{device}' is not available on this machine; available: cpu" in one_error_line(err)
+    assert code == 2 and f"device '{device}' is not available on this computer; available: cpu" in one_error_line(err)
 
 
 def test_a_two_thousand_word_prompt_is_not_echoed_back(capsys):

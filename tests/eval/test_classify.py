@@ -16,7 +16,7 @@ from shap_e.eval.classify import (
     drop_small_parts,
     srgb_to_lab,
 )
-from shap_e.eval.metrics import EvalMesh, grid_iou, nearest, occupancy, to_eval_mesh
+from shap_e.eval.metrics import face_colored_mesh, grid_iou, nearest, occupancy, to_eval_mesh
 from shap_e.eval.judge import asset_mesh
 from shap_e.rendering.marching_cubes import marching_cubes
 from shap_e.rendering.torch_mesh import TorchMesh
@@ -28,7 +28,7 @@ def classifier():
     return build_classifier(per_proportion=2, resolution=32)
 
 
-def remeshed(mesh: EvalMesh, grid: int, generator: torch.Generator) -> TorchMesh:
+def remeshed(mesh: TorchMesh, grid: int, generator: torch.Generator) -> TorchMesh:
     """What a decoder might return: a smoothed marching-cubes surface of the shape with linear vertex
     colours dimmed or brightened (up to -40 % / +10 %) and noisy."""
     field = F.avg_pool3d(occupancy(mesh, grid).float()[None, None], 3, 1, 1)[0, 0] - 0.5
@@ -37,7 +37,7 @@ def remeshed(mesh: EvalMesh, grid: int, generator: torch.Generator) -> TorchMesh
     out = marching_cubes(field, -1 - step / 2, 2 + step)
     _, face = nearest(out.verts, mesh.verts[mesh.faces].mean(dim=1))
     gain = 0.6 + 0.5 * torch.rand(1, generator=generator)
-    colors = (mesh.face_colors[face] * gain + 0.03 * torch.randn(len(face), 3, generator=generator)).clamp(0, 1)
+    colors = (mesh.face_colors()[face] * gain + 0.03 * torch.randn(len(face), 3, generator=generator)).clamp(0, 1)
     return TorchMesh(out.verts, out.faces, {c: colors[:, i] for i, c in enumerate("RGB")})
 
 
@@ -59,7 +59,7 @@ def test_lighting_free_vertex_colours_keep_their_name():
         varied = linear * (0.8 + 0.4 * torch.rand(len(linear), 1, generator=g))
         varied = varied + 0.02 * torch.randn(varied.shape, generator=g)
         triangle = torch.eye(3), torch.tensor([[0, 1, 2]])
-        names = [dominant_color(EvalMesh(*triangle, c[None].clamp(0, 1)))[0] for c in varied]
+        names = [dominant_color(face_colored_mesh(*triangle, c[None].clamp(0, 1)))[0] for c in varied]
         assert names == list(COLOURS)
 
 
@@ -67,9 +67,9 @@ def test_dominant_colour_is_the_largest_area_not_the_mean():
     verts = torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0.3, 0, 1], [0, 0.3, 1]])
     faces = torch.tensor([[0, 1, 2], [3, 4, 5]])
     red, blue = (srgb_to_linear(torch.tensor(COLOURS[c], dtype=torch.float32) / 255) for c in ("red", "blue"))
-    name, share = dominant_color(EvalMesh(verts, faces, torch.stack([red, blue])))
+    name, share = dominant_color(face_colored_mesh(verts, faces, torch.stack([red, blue])))
     assert name == "red" and share == pytest.approx(1 / 1.09, abs=1e-4)
-    assert dominant_color(EvalMesh(verts, faces)) == (None, 0.0)
+    assert dominant_color(TorchMesh(verts, faces)) == (None, 0.0)
 
 
 def test_horizontal_faces_outweigh_vertical_ones_of_equal_area():
@@ -77,7 +77,7 @@ def test_horizontal_faces_outweigh_vertical_ones_of_equal_area():
     verts = torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 0], [0, 1.5, 0], [0, 0, 1]])
     faces = torch.tensor([[0, 1, 2], [3, 4, 5]])
     top, legs = (srgb_to_linear(torch.tensor(COLOURS[c], dtype=torch.float32) / 255) for c in ("orange", "blue"))
-    name, share = dominant_color(EvalMesh(verts, faces, torch.stack([top, legs])))
+    name, share = dominant_color(face_colored_mesh(verts, faces, torch.stack([top, legs])))
     assert name == "orange" and share == pytest.approx(0.5 / (0.5 + 0.75 / 2))
 
 
@@ -86,7 +86,7 @@ def test_canonical_grid_ignores_the_yaw():
     base = canonical_grid(mesh, 32)
     for angle in (0.3, 1.2, 2.5):
         c, s = math.cos(angle), math.sin(angle)
-        turned = EvalMesh(mesh.verts @ torch.tensor([[c, -s, 0], [s, c, 0], [0, 0, 1.0]]).T, mesh.faces)
+        turned = TorchMesh(mesh.verts @ torch.tensor([[c, -s, 0], [s, c, 0], [0, 0, 1.0]]).T, mesh.faces)
         grid = canonical_grid(turned, 32)
         best = max(grid_iou(g, base) for g in (grid, grid.flip(0), grid.flip(1), grid.flip(0).flip(1),
                                               grid.transpose(0, 1), grid.transpose(0, 1).flip(0),
@@ -138,7 +138,7 @@ def test_classifier_ignores_a_stray_speck(classifier):
         mesh = asset_mesh(asset)
         where = (torch.rand(3, generator=g) * 1.8 - 0.9).tolist()
         extra = to_eval_mesh(speck.copy().apply_translation(where))
-        joined = EvalMesh(torch.cat([mesh.verts, extra.verts]), torch.cat([mesh.faces, extra.faces + len(mesh.verts)]))
+        joined = TorchMesh(torch.cat([mesh.verts, extra.verts]), torch.cat([mesh.faces, extra.faces + len(mesh.verts)]))
         correct += classifier.classify(joined)[0] == asset.category
     assert correct / len(assets) >= 0.95
 

@@ -4,12 +4,20 @@ import torch
 import trimesh
 
 from shap_e.data import CATEGORIES, generate_asset
-from shap_e.eval.metrics import EvalMesh, chamfer_and_color, grid_iou, occupancy, to_eval_mesh, volumetric_iou
+from shap_e.eval.metrics import (
+    chamfer_and_color,
+    face_colored_mesh,
+    grid_iou,
+    is_empty,
+    occupancy,
+    to_eval_mesh,
+    volumetric_iou,
+)
 from shap_e.rendering.torch_mesh import TorchMesh
 from shap_e.encoding.targets import winding_number
 
 
-def box(extents=(1.0, 1.0, 1.0), offset=(0.0, 0.0, 0.0)) -> EvalMesh:
+def box(extents=(1.0, 1.0, 1.0), offset=(0.0, 0.0, 0.0)) -> TorchMesh:
     return to_eval_mesh(trimesh.creation.box(extents=extents).apply_translation(offset))
 
 
@@ -43,7 +51,7 @@ def test_overlapping_parts_count_once():
 @pytest.mark.parametrize("category", CATEGORIES)
 def test_occupancy_agrees_with_the_generalised_winding_number(category):
     mesh = to_eval_mesh(generate_asset(category, "blue", "tall", seed=7).mesh)
-    mesh = EvalMesh(mesh.verts * 2, mesh.faces)
+    mesh = TorchMesh(mesh.verts * 2, mesh.faces)
     grid = occupancy(mesh, 40)
     cells = torch.randint(0, 40, (400, 3), generator=torch.Generator().manual_seed(0))
     centres = -1 + (cells.float() + 0.5) * (2 / 40)
@@ -56,12 +64,12 @@ def test_a_mesh_open_on_one_side_is_still_filled():
     # Drop the two faces whose normal points along +z: the top is open, rays along x and y still vote inside.
     tri = closed.verts[closed.faces]
     normal_z = torch.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], dim=-1)[:, 2]
-    open_top = EvalMesh(closed.verts, closed.faces[normal_z <= 0])
+    open_top = TorchMesh(closed.verts, closed.faces[normal_z <= 0])
     assert grid_iou(occupancy(open_top, 32), occupancy(closed, 32)) == 1.0
 
 
 def test_empty_meshes_give_empty_grids_and_zero_iou():
-    empty = EvalMesh(torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.int64))
+    empty = TorchMesh(torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.int64))
     assert not occupancy(empty, 16).any()
     assert volumetric_iou(empty, box(), 16) == 0.0
     assert volumetric_iou(empty, empty, 16) == 1.0
@@ -96,7 +104,23 @@ def test_torch_mesh_vertex_colours_become_face_colours():
     verts = torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0]])
     channels = {"R": torch.tensor([0.0, 0.3, 0.6]), "G": torch.zeros(3), "B": torch.ones(3)}
     mesh = to_eval_mesh(TorchMesh(verts, torch.tensor([[0, 1, 2]]), channels))
-    assert torch.allclose(mesh.face_colors, torch.tensor([[0.3, 0.0, 1.0]]))
+    assert torch.allclose(mesh.face_colors(), torch.tensor([[0.3, 0.0, 1.0]]))
+
+
+def test_torch_mesh_face_colours_are_kept_and_uncoloured_meshes_stay_uncoloured():
+    verts, faces = torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0]]), torch.tensor([[0, 1, 2]])
+    colored = to_eval_mesh(face_colored_mesh(verts, faces, torch.tensor([[0.2, 0.4, 0.6]])))
+    assert torch.equal(colored.face_colors(), torch.tensor([[0.2, 0.4, 0.6]]))
+    assert to_eval_mesh(TorchMesh(verts, faces, None, None)).face_colors() is None
+
+
+def test_asset_mesh_corner_colours_are_averaged_per_face():
+    from shap_e.encoding.assets import AssetMesh
+
+    corners = torch.tensor([[[0.0, 0.0, 0.0], [0.3, 0.6, 0.9], [0.6, 0.0, 0.3]]])
+    asset = AssetMesh(torch.eye(3), torch.tensor([[0, 1, 2]]), corners, torch.zeros(1, 3, 2),
+                      torch.tensor([-1]), [])
+    assert torch.allclose(to_eval_mesh(asset).face_colors(), torch.tensor([[0.3, 0.2, 0.4]]))
 
 
 def test_bad_inputs_name_the_argument():
@@ -109,6 +133,7 @@ def test_bad_inputs_name_the_argument():
 
 
 def test_a_mesh_of_zero_area_faces_counts_as_empty():
-    flat = EvalMesh(torch.zeros(3, 3), torch.tensor([[0, 1, 2]]), None)
-    assert flat.is_empty
+    flat = TorchMesh(torch.zeros(3, 3), torch.tensor([[0, 1, 2]]))
+    assert is_empty(flat) and is_empty(TorchMesh(torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.int64)))
+    assert not is_empty(box())
     assert chamfer_and_color(flat, flat) == {"chamfer": None, "color_error": None}

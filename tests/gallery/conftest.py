@@ -18,7 +18,8 @@ from shap_e.models.configs import model_from_config
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # Few seeds, steps and pixels: the script's behaviour, not the pictures, is under test.
-TINY_OPTIONS = ["--seeds", "2", "--steps", "2", "--grid-size", "16", "--render-size", "16", "--device", "cpu"]
+TINY_OPTIONS = ["--seeds", "2", "--steps", "2", "--grid-size", "16", "--render-size", "16", "--max-faces", "100",
+                "--device", "cpu"]
 TINY_PROMPTS = ["a red cube", "a purple sphere", "a gray cylinder"]
 
 

@@ -55,16 +55,19 @@ def test_default_prompts_name_every_category_and_every_colour_exactly_once(galle
     assert "an orange chair" in prompts
 
 
-def test_script_writes_a_glb_gif_and_meta_per_prompt_and_seed(tiny_site):
+def test_script_writes_a_light_glb_gif_and_meta_per_prompt_and_seed_and_no_latent(tiny_site):
     gallery = tiny_site / "text-small"
     assert {p.name for p in gallery.iterdir() if p.is_dir()} == TINY_SAMPLES
     for name in TINY_SAMPLES:
         assert (gallery / name / "mesh.glb").read_bytes()[:4] == b"glTF"
         assert (gallery / name / "turntable.gif").read_bytes()[:6] == b"GIF89a"
+        assert json.loads((gallery / name / "meta.json").read_text())["max_faces"] == 100
+        assert not (gallery / name / "latent.pt").exists()  # the repository tracks no latents
     record = json.loads((gallery / "gallery.json").read_text())
     assert record["model"] == "text-small" and record["seeds"] == [0, 1]
     assert record["prompts"] == (gallery / "prompts.txt").read_text().splitlines()
     assert record["cli_command"].startswith("shap-e text --prompts text-small/prompts.txt --model text-small")
+    assert "--max-faces 100" in record["cli_command"] and "thread" in record["hardware"]
     assert record["seconds_total"] > 0
     assert not [p for p in tiny_site.iterdir() if p.name.startswith(".")], "a temporary folder was left"
 
@@ -77,7 +80,8 @@ def test_readme_table_shows_every_gif_and_links_every_glb(tiny_site):
     assert gifs == {f"text-small/{name}/turntable.gif" for name in TINY_SAMPLES}
     assert glbs == {f"text-small/{name}/mesh.glb" for name in TINY_SAMPLES}
     assert "| a red cube | ![a red cube, seed 0](text-small/a_red_cube_seed0/turntable.gif)" in readme
-    assert re.search(r"timings: total [0-9.]+ s; sampling [0-9.]+ s per prompt \(2 seeds\)", readme)
+    assert re.search(r"timings: total [0-9.]+ s; sampling [0-9.]+ s per sample; mesh [0-9.]+ s per sample", readme)
+    assert re.search(r"hardware: [0-9]+-core .+, [0-9]+ threads?, torch ", readme)
 
 
 def test_index_page_has_one_model_viewer_per_glb_and_a_local_viewer_script(tiny_site):
@@ -105,9 +109,12 @@ def test_regenerating_replaces_the_old_samples(tiny_site, gallery_script, stand_
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("a green cone\n")
     argv = ["--site", str(site), "--prompts", str(prompts), "--seeds", "1", "--steps", "2", "--grid-size", "8",
-            "--render-size", "8", "--device", "cpu", "--no-official"]
+            "--render-size", "8", "--device", "cpu", "--no-official", "--keep-latents"]
     assert gallery_script.main(argv) == 0
     assert {p.name for p in (site / "text-small").iterdir() if p.is_dir()} == {"a_green_cone_seed0"}
+    assert (site / "text-small/a_green_cone_seed0/latent.pt").is_file()  # kept on request
+    record = json.loads((site / "text-small/gallery.json").read_text())
+    assert f"--max-faces {gallery_script.MAX_FACES}" in record["cli_command"]  # the default budget
     assert page_sources(site / "index.html").viewers == ["text-small/a_green_cone_seed0/mesh.glb"]
     assert sorted(p.name for p in site.iterdir()) == ["README.md", "index.html", "text-small"]
 
@@ -122,11 +129,16 @@ def test_a_failed_run_keeps_the_old_gallery_and_leaves_no_temporary_folder(tiny_
 
 
 def test_official_gallery_is_made_only_when_its_weights_are_cached(gallery_script, monkeypatch, tmp_path):
+    from shap_e.models import download
+
     cache = tmp_path / "cache"
     cache.mkdir()
     assert not gallery_script.official_available(str(cache))
-    for name in ("text300M", "transmitter"):
-        (cache / registry.MODELS[name].url.rsplit("/", 1)[-1]).write_bytes(b"")
+    # The official weights cannot be downloaded here: the cache says which names it holds.
+    held = {"text300M"}
+    monkeypatch.setattr(download, "weights_cached", lambda name, cache_dir=None: name in held)
+    assert not gallery_script.official_available(str(cache))  # a prior without a decoder does not do
+    held.add("transmitter")
     assert gallery_script.official_available(str(cache))
     made = []
     monkeypatch.setattr(gallery_script, "make_gallery", lambda model, out, *args: made.append((model, out.name)))

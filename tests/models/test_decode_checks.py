@@ -68,7 +68,7 @@ def test_a_grid_that_cannot_fit_in_memory_is_refused_before_any_work(xm_and_late
     xm, latent = xm_and_latent
     free = available_memory()
     if free is None or free > 160 * 4096**3:
-        pytest.skip("this machine has the memory for a 4096 grid")
+        pytest.skip("this computer has the memory for a 4096 grid")
     with pytest.raises(ResourceLimitError, match=r"^grid_size 4096 needs about .* of memory but only .* is free; "
                                                  r"use grid_size \d+ or less"):
         decode_latent_mesh(xm, latent, grid_size=4096)

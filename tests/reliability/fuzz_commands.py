@@ -90,7 +90,9 @@ def sampling_options(inputs: Inputs, kind: str) -> st.SearchStrategy:
         option("--dtype", st.sampled_from(["float32", "bfloat16"]), ["float16", "int8"], omit=10),
         option("--format", st.sampled_from(["ply", "glb", "obj", "glb,ply,obj", " PLY , glb "]),
                ["fbx", "", ",", "ply,fbx"], omit=0, good_weight=6),
-        flag("--texture", 1, 60),  # a 1024-texel texture bake takes seconds
+        flag("--texture", 1, 10),
+        option("--texture-size", st.sampled_from(["16", "64"]), BAD_INTS + ["9000"], omit=0, good_weight=8),
+        option("--max-faces", st.sampled_from(["4", "100", "20000"]), BAD_INTS),
         grid,
         option("--vertex-placement", st.sampled_from(["reference", "sampled"]), ["middle"]),
         flag("--gif", 1, 6),
@@ -154,7 +156,9 @@ def decode_command(inputs: Inputs) -> st.SearchStrategy:
     parts = [option("-o", output_paths("dir"), omit=0),
              option("--format", st.sampled_from(["ply", "glb", "obj,glb"]), ["fbx", ""], omit=2),
              option("--grid-size", st.integers(8, 16), BAD_INTS + ["4096"], omit=0, good_weight=8),
-             flag("--texture", 1, 60),
+             flag("--texture", 1, 10),
+             option("--texture-size", st.sampled_from(["16", "64"]), BAD_INTS, omit=0, good_weight=8),
+             option("--max-faces", st.sampled_from(["4", "100", "20000"]), BAD_INTS),
              option("--vertex-placement", st.sampled_from(["reference", "sampled"]), ["x"]),
              *model_options(inputs, ["transmitter-small"])]
     return st.tuples(latent_argument(inputs), *parts).map(lambda t: ["decode", t[0], *_join(*t[1:])])

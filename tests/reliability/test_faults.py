@@ -23,7 +23,7 @@ from shap_e.util.atomic import TEMP_PREFIX
 
 PROMPTS = ["a red cube", "a blue ball", "a green torus", "a yellow cone", "a white lamp", "a black chair",
            "an orange mushroom", "a purple table"]
-KILLS = 24  # alternately SIGTERM and SIGKILL, each while the run is still going
+KILLS = 20  # alternately SIGTERM and SIGKILL, each while the run is still going
 CHAINS = 4  # output folders, each killed KILLS / CHAINS times before its final run
 
 

@@ -32,6 +32,27 @@ def test_colours_follow_their_vertices():
     assert set(mesh.vertex_channels) == {"R", "G", "B"}
 
 
+def test_vertices_no_face_uses_are_dropped_and_the_colours_stay_with_theirs():
+    sphere = coloured_sphere()
+    stray = np.array([[5.0, 5.0, 5.0]], np.float32)  # marching cubes can leave such vertices
+    channels = {k: np.concatenate([[0.5], v]).astype(np.float32) for k, v in sphere.vertex_channels.items()}
+    mesh = decimate(TriMesh(np.concatenate([stray, sphere.verts]), sphere.faces + 1, vertex_channels=channels), 1000)
+    assert len(mesh.faces) <= 1000 and len(mesh.verts) == len(np.unique(mesh.faces))
+    assert np.abs(mesh.verts).max() < 1.1  # the stray vertex is gone
+    top = mesh.verts[:, 2] > 0.2
+    assert mesh.vertex_channels["R"][top].min() > 0.99
+
+
+def test_many_small_pieces_decimate_to_a_tiny_budget():
+    balls = [trimesh.creation.icosphere(subdivisions=1, radius=0.1).apply_translation([i, 0, 0]) for i in range(50)]
+    pieces = trimesh.util.concatenate(balls)  # 4,000 faces in 50 pieces
+    grey = np.full(len(pieces.vertices), 0.5, np.float32)
+    mesh = decimate(TriMesh(pieces.vertices.astype(np.float32), pieces.faces,
+                            vertex_channels={"R": grey, "G": grey, "B": grey}), 8)
+    assert 0 < len(mesh.faces) <= 8 and len(mesh.verts) == len(np.unique(mesh.faces))
+    np.testing.assert_allclose(mesh.vertex_channels["G"], 0.5)
+
+
 def test_a_mesh_within_the_budget_is_returned_as_is():
     mesh = coloured_sphere()
     assert decimate(mesh, len(mesh.faces)) is mesh and decimate(mesh, None) is mesh

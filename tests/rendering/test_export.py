@@ -161,6 +161,47 @@ def test_tri_mesh_save_dispatches_on_extension(tmp_path):
     assert (tmp_path / "box.obj").read_text() == tri.obj_text()
 
 
+def _two_coloured_sphere() -> TorchMesh:
+    """A unit icosphere of 5,120 faces, linear red above Shap-E's z = 0 and blue below."""
+    sphere = trimesh.creation.icosphere(subdivisions=4)
+    verts = torch.tensor(sphere.vertices, dtype=torch.float32)
+    red = (verts[:, 2] > 0).float()
+    channels = {"R": red, "G": torch.zeros_like(red), "B": 1 - red}
+    return TorchMesh(verts, torch.tensor(sphere.faces, dtype=torch.int64), channels)
+
+
+@pytest.mark.parametrize("suffix", [".ply", ".obj", ".glb"])
+def test_max_faces_writes_at_most_that_many_faces_and_keeps_the_colours(tmp_path, suffix):
+    loaded = _load_single(save_mesh(_two_coloured_sphere(), tmp_path / f"ball{suffix}", max_faces=500))
+    assert 250 < len(loaded.faces) <= 500
+    np.testing.assert_allclose(np.linalg.norm(loaded.vertices, axis=1), 1, atol=0.1)  # still the unit sphere
+    colors = loaded.visual.vertex_colors[:, :3].astype(np.float32) / 255
+    top, bottom = loaded.vertices[:, 1] > 0.2, loaded.vertices[:, 1] < -0.2  # +Y up in the file
+    np.testing.assert_allclose(colors[top], np.tile([1, 0, 0], (top.sum(), 1)), atol=1 / 255)
+    np.testing.assert_allclose(colors[bottom], np.tile([0, 0, 1], (bottom.sum(), 1)), atol=1 / 255)
+
+
+def test_max_faces_at_or_above_the_face_count_writes_the_same_file(tmp_path):
+    mesh = _two_coloured_sphere()
+    plain = save_mesh(mesh, tmp_path / "plain.glb").read_bytes()
+    assert save_mesh(mesh, tmp_path / "within.glb", max_faces=len(mesh.faces)).read_bytes() == plain
+
+
+@pytest.mark.parametrize("bad", [0, 3, -1, 100.0, "500"])
+def test_a_bad_max_faces_is_refused_before_any_file_is_written(tmp_path, bad):
+    with pytest.raises(ValueError, match="max_faces must be an integer of at least 4"):
+        save_mesh(_two_coloured_sphere(), tmp_path / "ball.glb", max_faces=bad)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_textured_glb_is_decimated_to_max_faces_before_it_is_unwrapped(tmp_path):
+    pytest.importorskip("xatlas")
+    path = save_textured_glb(_two_coloured_sphere(), tmp_path / "tex.glb", _linear_from_position, texture_size=64,
+                             max_faces=300)
+    loaded = _load_single(path)
+    assert loaded.visual.kind == "texture" and 150 < len(loaded.faces) <= 300
+
+
 def _linear_from_position(points: torch.Tensor) -> torch.Tensor:
     return ((points + 1) / 2).clamp(0, 1)
 

@@ -44,6 +44,24 @@ def test_writers_accept_binary_and_text_streams(golden):
     assert obj_bytes.getvalue().decode("utf-8") == obj_text.getvalue() == tri.obj_text()
 
 
+def test_writers_and_save_take_an_optional_face_budget(golden, tmp_path):
+    tri = _golden_decoded_mesh(golden).tri_mesh()  # 37,216 faces
+    ply, obj = io.BytesIO(), io.StringIO()
+    tri.write_ply(ply, max_faces=2000)
+    tri.write_obj(obj, max_faces=2000)
+    for loaded in (trimesh.load(io.BytesIO(ply.getvalue()), file_type="ply", process=False),
+                   trimesh.load(io.StringIO(obj.getvalue()), file_type="obj", process=False)):
+        assert 1000 < len(loaded.faces) <= 2000 and loaded.visual.kind == "vertex"
+    arrays = io.BytesIO()
+    tri.save(arrays, max_faces=2000)
+    arrays.seek(0)
+    reloaded = TriMesh.load(arrays)
+    assert len(reloaded.faces) <= 2000 and set(reloaded.vertex_channels) == {"R", "G", "B"}
+    with pytest.raises(ValueError, match="max_faces"):
+        tri.save(tmp_path / "m.glb", max_faces=0)
+    assert not (tmp_path / "m.glb").exists()
+
+
 def test_tri_mesh_converts_tensors_to_numpy_arrays(golden):
     mesh = _golden_small_mesh(golden)
     tri = mesh.tri_mesh()
