@@ -17,7 +17,7 @@ import importlib
 import inspect
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import pytest
 

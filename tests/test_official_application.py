@@ -11,7 +11,6 @@ Each test compares what the application gets with what the official code gave fo
 weights and inputs: mesh files byte for byte, images within 2 levels, latents within the
 sampler tolerance of the golden README (5e-4).
 """
-import io
 from pathlib import Path
 
 import numpy as np

@@ -91,6 +91,7 @@ def test_a_transmitter_config_with_nerf_heads_exports_derived_heads(tmp_path, po
     last = max(int(k.split(".")[-2]) for k in state if k.startswith("renderer.nerstf.mlp."))
     weight, bias = state[f"renderer.nerstf.mlp.{last}.weight"], state[f"renderer.nerstf.mlp.{last}.bias"]
     assert torch.equal(weight[1], 20.0 * weight[0]) and torch.equal(weight[9:12], weight[3:6])
+    assert torch.equal(bias[1], 20.0 * bias[0]) and torch.equal(bias[9:12], bias[3:6])
 
 
 def test_a_bad_nerf_heads_setting_is_refused_before_training(tmp_path, points_only_transmitter):
