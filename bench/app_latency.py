@@ -94,7 +94,7 @@ def main(argv=None) -> None:
     print("| request | wall s | job s | server CPU s | sampling s | mesh s | turntable s | GLB bytes |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['request']} | {r['wall_s']} | {r['job_s']} | {r['server_cpu_s']} | {r.get('sampling_batch_s')} | "
+        print(f"| {r['request']} | {r['wall_s']} | {r['job_s']} | {r['server_cpu_s']} | {r.get('sampling_s')} | "
               f"{r.get('mesh_s')} | {r.get('turntable_s')} | {r['glb_bytes']} |")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"app_latency_{time.strftime('%Y%m%d_%H%M%S')}.json"
