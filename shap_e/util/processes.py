@@ -8,6 +8,7 @@ number of workers. Workers are forked where `fork` exists, so the calling script
 torch's DataLoader, a forked worker must run torch with one thread (OpenMP can hang in a fork).
 """
 import multiprocessing
+import signal
 from typing import Callable, Iterable, Iterator, TypeVar
 
 import torch
@@ -31,5 +32,13 @@ def imap_in_processes(fn: Callable[[Item], Result], items: Iterable[Item], worke
 
 def _pool_imap(fn: Callable[[Item], Result], items: Iterable[Item], workers: int) -> Iterator[Result]:
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with multiprocessing.get_context(method).Pool(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+    with multiprocessing.get_context(method).Pool(workers, initializer=_start_worker) as pool:
         yield from pool.imap(fn, items)
+
+
+def _start_worker() -> None:
+    """One torch thread, and SIGTERM's default action: a forked worker inherits the `shap-e` command's
+    SIGTERM handler (which unwinds the main thread to remove temporaries), and with it the pool's
+    `terminate()` at the end of `imap_in_processes` could not stop a worker waiting for work."""
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

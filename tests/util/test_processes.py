@@ -39,3 +39,19 @@ def test_one_worker_is_lazy_and_runs_in_this_process():
 def test_a_worker_count_below_one_or_not_an_int_is_named(bad):
     with pytest.raises(ValueError, match="workers must be an int of at least 1"):
         imap_in_processes(_threads, [1], bad)
+
+
+def _sigterm_action(_):
+    import signal
+
+    return signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_workers_die_on_sigterm_even_under_a_command_that_handles_it():
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # as `shap-e` does while a command runs
+    try:
+        assert list(imap_in_processes(_sigterm_action, range(4), workers=2)) == [True] * 4
+    finally:
+        signal.signal(signal.SIGTERM, previous)
