@@ -32,13 +32,21 @@ def imap_in_processes(fn: Callable[[Item], Result], items: Iterable[Item], worke
 
 def _pool_imap(fn: Callable[[Item], Result], items: Iterable[Item], workers: int) -> Iterator[Result]:
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with multiprocessing.get_context(method).Pool(workers, initializer=_start_worker) as pool:
+    pool = multiprocessing.get_context(method).Pool(workers, initializer=_start_worker)
+    try:
         yield from pool.imap(fn, items)
+        pool.close()  # every result is in: the workers finish and exit, no signal needed
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
 
 
 def _start_worker() -> None:
     """One torch thread, and SIGTERM's default action: a forked worker inherits the `shap-e` command's
-    SIGTERM handler (which unwinds the main thread to remove temporaries), and with it the pool's
-    `terminate()` at the end of `imap_in_processes` could not stop a worker waiting for work."""
+    SIGTERM handler (which unwinds the main thread to remove temporaries), and with it a `terminate()`
+    could not stop a worker waiting for work. After the last result the pool is closed, not
+    terminated: killing a worker that holds the task queue's lock left the others waiting forever."""
     torch.set_num_threads(1)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
