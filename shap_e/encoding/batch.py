@@ -24,7 +24,7 @@ __all__ = ["load_or_create_multimodal_batch", "load_or_create_multimodal_batches
 
 # Bump when the produced data changes, so stale cache files are not reused.
 _CACHE_VERSION = 1
-_LIGHT_MODES = (None, "basic")
+LIGHT_MODES = (None, "basic")
 
 
 def load_or_create_multimodal_batch(
@@ -100,9 +100,9 @@ def load_or_create_multimodal_batches(
 def _check_arguments(mesh_path, model_path, mv_light_mode, mv_image_size, point_count, random_sample_count) -> str:
     if (mesh_path is None) == (model_path is None):
         raise ValueError("pass exactly one of mesh_path or model_path")
-    if mv_light_mode not in _LIGHT_MODES:
+    if mv_light_mode not in LIGHT_MODES:
         raise ValueError(
-            f"mv_light_mode must be one of {_LIGHT_MODES} without Blender, got {mv_light_mode!r}"
+            f"mv_light_mode must be one of {LIGHT_MODES} without Blender, got {mv_light_mode!r}"
         )
     if mv_image_size < 2:
         raise ValueError(f"mv_image_size must be at least 2 (the encoder expects 256), got {mv_image_size}")

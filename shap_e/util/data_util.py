@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 
 from shap_e.encoding.assets import load_asset
-from shap_e.encoding.batch import file_cache_key
+from shap_e.encoding.batch import LIGHT_MODES, file_cache_key
 from shap_e.encoding.batch import load_or_create_multimodal_batch as _load_or_create_batch
 from shap_e.encoding.batch import load_or_create_multimodal_batches
 from shap_e.encoding.point_cloud import sample_point_cloud
@@ -45,7 +45,6 @@ __all__ = [
 # coordinates scaled by 2 (`normalize_input_batch(pc_scale=2)`), which is this package's own frame.
 BLENDER_SCALE = 0.5
 BLENDER_VIEW_SIZE = 512
-LIGHT_MODES = (None, "basic")
 
 
 def load_or_create_multimodal_batch(
