@@ -46,7 +46,7 @@ CLIP_TEXT = dict(vocab_size=49408, hidden_size=768, intermediate_size=3072, num_
 # (module, function, phase): the command looks each function up in its module when it calls it.
 PHASES = [
     ("shap_e.cli.generate", "load_pipeline", "load_prior"),
-    ("shap_e.cli.generate", "condition", "embed"),
+    ("shap_e.cli.pipeline", "condition", "embed"),
     ("shap_e.diffusion.sample", "sample_latents", "sample"),
     ("shap_e.models.decode", "load_decoder", "load_decoder"),
     ("shap_e.models.decode", "decode_latent_mesh", "decode"),

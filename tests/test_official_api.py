@@ -8,9 +8,6 @@ Two deliberate differences: a `device` default may differ (the official default 
 here it is one that works on every machine), and an official parameter without a default may gain
 one. A class listed with `(/, *args, **kwargs)` is an abstract base with no constructor of its
 own: only its existence and methods are checked.
-
-`GAPS` lists the official names that do not exist yet. It only shrinks: the test fails when a name
-in it appears, so that the list stays exact.
 """
 import ast
 import importlib
@@ -24,19 +21,6 @@ import pytest
 LISTING = Path(__file__).with_name("official_api.tsv")
 # The Blender scripts need Blender; importing them raises an ImportError naming the replacement.
 BLENDER_PREFIX = "shap_e.rendering.blender"
-
-GAPS = set()  # filled in below from tests/official_api_gaps.txt
-
-
-def read_gaps() -> set:
-    path = Path(__file__).with_name("official_api_gaps.txt")
-    if not path.exists():
-        return set()
-    return {line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")}
-
-
-GAPS = read_gaps()
-
 
 def read_listing() -> List[Tuple[str, str, str, str, List[str]]]:
     """(module, kind, name, parameter text, methods) per listed name."""
@@ -199,9 +183,6 @@ def test_official_name_exists_with_a_compatible_signature(row):
             importlib.import_module(module)
         return
     problems = check_row(module, kind, name, params, methods)
-    if key in GAPS:
-        assert problems, f"{key} now matches the official API: remove it from tests/official_api_gaps.txt"
-        return
     assert not problems, f"{key}: " + "; ".join(problems)
 
 
@@ -213,7 +194,3 @@ def test_blender_scripts_raise_an_import_error_naming_the_replacement(name):
     with pytest.raises(ImportError, match="Blender") as caught:
         importlib.import_module(f"{BLENDER_PREFIX}.{name}")
     assert "shap_e" in str(caught.value)
-
-
-def test_the_gap_list_names_only_listed_entries():
-    assert GAPS <= set(IDS), sorted(GAPS - set(IDS))

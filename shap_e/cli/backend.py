@@ -21,16 +21,8 @@ from shap_e.app.backend import EncodeRequest, Outcome, SampleRequest, StepCallba
 from shap_e.cli import assets, generate
 from shap_e.cli.assets import check_encode, decode_latent, encode_asset
 from shap_e.cli.common import CliError
-from shap_e.cli.generate import (
-    DEFAULT_GUIDANCE,
-    OFFICIAL,
-    SMALL,
-    Pipeline,
-    generate_all,
-    load_pipeline,
-    plan_generation,
-    read_image,
-)
+from shap_e.cli.generate import DEFAULT_GUIDANCE, OFFICIAL, SMALL, plan_generation, read_image
+from shap_e.cli.pipeline import Pipeline, generate_all, load_pipeline
 from shap_e.cli.samples import slug
 
 __all__ = ["CliBackend"]
