@@ -6,7 +6,7 @@ Usage: `python -m bench.int8 --model full|golden|text-small [--repeats 3] [--war
 shapes with seeded random weights (`bench.stages._text_setup`, zero-initialised matrices
 randomised); `golden` is the small text model of tests/golden/d (width 64, 2 layers) with its
 weights, diffusion and text embeddings; `text-small` is the bundled trained prior (width 128,
-4 layers) with four captions, its own guidance (2) and `guidance_max_sigma` (5): trained weights, so
+4 layers) with four captions, guidance 2 and `guidance_max_sigma` 5: trained weights, so
 activations with a trained model's statistics.
 
 * Forward, batch 2 (one guided step): the variants run in turn, `warmup` untimed then `repeats`

@@ -198,7 +198,7 @@ for _spec in (
     ModelSpec("text-small", "text_small_config.yaml",
               sha256="8833409634d879769a36a3567ece8ad62c5821b2f9737d2ee24a7e31c798f727",
               weights_file="text-small.safetensors", n_params=1_009_229, decoders=("transmitter-small",), kind="text",
-              guidance_scale=3.0, guidance_max_sigma=5.0, diffusion="diffusion-small",
+              guidance_scale=3.0, guidance_max_sigma=2.5, diffusion="diffusion-small",
               description="small text prior (MiniLM token states and a colour hint) for procedural shapes (bundled)"),
     ModelSpec("image-small", "image_small_config.yaml",
               sha256="80184b0c1f18cdf2b7b7c0abe861060e77efb0bda96f1bd3285e099e73f9841b",

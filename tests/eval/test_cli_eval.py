@@ -146,7 +146,7 @@ def test_eval_text_samples_with_the_models_guidance_max_sigma_unless_told_otherw
     passed = []
     monkeypatch.setattr(run, "evaluate_text_to_3d", lambda prior, xm, prompts, settings, **options: passed.append(
         (prompts, settings)))
-    for extra, expected in (([], 5.0), (["--guidance-max-sigma", "all"], None), (["--guidance-max-sigma", "2"], 2.0)):
+    for extra, expected in (([], 2.5), (["--guidance-max-sigma", "all"], None), (["--guidance-max-sigma", "2"], 2.0)):
         args = parse(["eval", "text", "--model", "text-small", "--device", "cpu"] + extra)
         settings = eval_cli._settings(args, registry.get_spec("text-small"))
         assert settings.guidance_max_sigma == expected and settings.guidance_scale == 3.0
