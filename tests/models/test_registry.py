@@ -75,7 +75,7 @@ def test_model_spec_validates_the_guidance_max_sigma():
         with pytest.raises(ValueError, match="guidance_max_sigma"):
             registry.ModelSpec("x", "x.yaml", guidance_max_sigma=bad)
     assert registry.ModelSpec("x", "x.yaml", guidance_max_sigma=5).guidance_max_sigma == 5
-    assert registry.get_spec("text-small").guidance_max_sigma == 5.0
+    assert registry.get_spec("text-small").guidance_max_sigma == 2.5
 
 
 def test_models_can_be_registered_from_a_yaml_file(tmp_path, monkeypatch):
