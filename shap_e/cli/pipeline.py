@@ -9,7 +9,7 @@ import gc
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
@@ -17,10 +17,9 @@ from shap_e import __version__
 from shap_e.cli.common import CliError, DTYPES, resolve_init_strength, say, write_sample
 from shap_e.cli.samples import Job
 from shap_e.diffusion.presets import SamplingPreset
+from shap_e.diffusion.samplers import Callback as StepCallback
 
-__all__ = ["Pipeline", "Plan", "Sample", "StepCallback", "generate_all", "load_pipeline", "pick_decoder"]
-
-StepCallback = Optional[Callable[[Dict[str, Any]], None]]
+__all__ = ["Pipeline", "Plan", "Sample", "generate_all", "load_pipeline", "pick_decoder"]
 
 
 @dataclass
@@ -51,7 +50,6 @@ class Plan:
     init_latent: Optional[torch.Tensor] = None
 
 
-
 def pick_decoder(name: str, cache_dir) -> str:
     """The prior's first decoder whose weights are cached, else its last (downloaded on load)."""
     from shap_e.models.cache import weights_cached
@@ -61,7 +59,6 @@ def pick_decoder(name: str, cache_dir) -> str:
     if not spec.decoders:
         raise CliError(f"model {name!r} is not a prior (its registry entry names no decoders)")
     return next((d for d in spec.decoders if weights_cached(d, cache_dir)), spec.decoders[-1])
-
 
 
 @dataclass
